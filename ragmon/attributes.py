@@ -1,0 +1,103 @@
+"""Every span attribute name ragmon writes or reads, in one place.
+
+Order of preference (see GUIDE §2): OTel GenAI semantic conventions first, OpenInference where OTel has no
+name (rerank, cost), and ragmon's own names under ``ragmon.*`` for everything else. The SDK writes these names;
+the agent's normalisers read them, plus the other dialects' names listed at the bottom.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- OTel GenAI (Development status) --------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"  # JSON [{"id": ..., "score": ...}]
+GEN_AI_DATA_SOURCE_ID: Final = "gen_ai.data_source.id"
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+ERROR_TYPE: Final = "error.type"
+USER_ID: Final = "user.id"
+SESSION_ID: Final = "session.id"
+
+# gen_ai.operation.name values per ragmon stage.
+OPERATION_BY_STAGE: Final = {
+    "embed": "embeddings",
+    "search": "retrieval",
+    "rerank": "rerank",  # no OTel value yet; OpenInference calls it RERANKER
+    "generate": "chat",
+    "tool": "execute_tool",
+    "request": "invoke_workflow",
+}
+
+# --- OpenInference (where OTel has no name) -------------------------------------------------------------
+OI_SPAN_KIND: Final = "openinference.span.kind"
+OI_LLM_MODEL_NAME: Final = "llm.model_name"
+OI_EMBEDDING_MODEL_NAME: Final = "embedding.model_name"
+OI_RERANKER_MODEL_NAME: Final = "reranker.model_name"
+OI_RERANKER_QUERY: Final = "reranker.query"
+OI_RERANKER_TOP_K: Final = "reranker.top_k"
+OI_RERANKER_INPUT_DOCUMENTS: Final = "reranker.input_documents"  # .{i}.document.id / .score / .content
+OI_RERANKER_OUTPUT_DOCUMENTS: Final = "reranker.output_documents"
+OI_RETRIEVAL_DOCUMENTS: Final = "retrieval.documents"
+OI_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+OI_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+OI_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+OI_COST_TOTAL: Final = "llm.cost.total"
+OI_INPUT_VALUE: Final = "input.value"
+OI_OUTPUT_VALUE: Final = "output.value"
+
+# --- OpenLLMetry / Traceloop (legacy names still emitted in the wild) -----------------------------------
+TRACELOOP_SPAN_KIND: Final = "traceloop.span.kind"
+LEGACY_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+LEGACY_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+LEGACY_SYSTEM: Final = "gen_ai.system"
+
+# --- ragmon's own ---------------------------------------------------------------------------------------
+RAGMON_STAGE: Final = "ragmon.stage"  # embed | search | rerank | generate | tool | request
+RAGMON_FEATURE: Final = "ragmon.feature"
+RAGMON_USER: Final = "ragmon.user"
+RAGMON_SESSION: Final = "ragmon.session"
+RAGMON_QUESTION: Final = "ragmon.question"  # content: only with capture on
+RAGMON_ANSWER: Final = "ragmon.answer"  # content: only with capture on
+RAGMON_COST_USD: Final = "ragmon.cost_usd"
+RAGMON_COST_UNKNOWN_MODEL: Final = "ragmon.cost.unknown_model"  # True when the price table lacks the model
+RAGMON_PRICE_TABLE_VERSION: Final = "ragmon.cost.price_table_version"
+RAGMON_SEARCH_UNITS: Final = "ragmon.rerank.search_units"
+RAGMON_TOP1_SCORE: Final = "ragmon.retrieval.top1_score"
+RAGMON_SIMILARITY_GAP: Final = "ragmon.retrieval.similarity_gap"  # rank-1 minus rank-10 (or last) score
+RAGMON_RETRIEVED_COUNT: Final = "ragmon.retrieval.count"
+RAGMON_DOCUMENT_IDS: Final = "ragmon.retrieval.document_ids"  # list[str], rank order
+RAGMON_DOCUMENT_SCORES: Final = "ragmon.retrieval.document_scores"  # list[float], rank order
+RAGMON_DOCUMENT_TEXTS: Final = "ragmon.retrieval.document_texts"  # content: only with capture on
+RAGMON_QUERY_NORM_DEVIATION: Final = "ragmon.embedding.query_norm_deviation"  # | ||q||_2 - 1 |
+RAGMON_INDEX_NORM_DEVIATION: Final = "ragmon.embedding.index_norm_deviation"  # max over sampled vectors
+RAGMON_EMBEDDING_DIMENSIONS: Final = "ragmon.embedding.dimensions"
+RAGMON_EMBEDDING_COUNT: Final = "ragmon.embedding.count"
+RAGMON_RERANK_INPUT_IDS: Final = "ragmon.rerank.input_ids"
+RAGMON_RERANK_OUTPUT_IDS: Final = "ragmon.rerank.output_ids"
+RAGMON_RERANK_OUTPUT_SCORES: Final = "ragmon.rerank.output_scores"
+RAGMON_TTFT_MS: Final = "ragmon.generate.time_to_first_token_ms"
+RAGMON_INTER_TOKEN_MS: Final = "ragmon.generate.inter_token_ms_mean"
+RAGMON_STREAMED_CHUNKS: Final = "ragmon.generate.chunks"
+RAGMON_TOOL_STATUS: Final = "ragmon.tool.status"
+RAGMON_SAMPLING_REASON: Final = "ragmon.sampling.reason"
+RAGMON_TENANT: Final = "ragmon.tenant"  # stamped by the agent from the API key, never trusted from spans
+# Scope attribute on every export request: spans the SDK had to drop so far (never silent).
+RAGMON_SDK_DROPPED_SPANS: Final = "ragmon.sdk.dropped_spans"
+
+STAGES: Final = ("embed", "search", "rerank", "generate", "tool", "request", "other")

@@ -1,0 +1,47 @@
+"""The `ragmon` command. Each subcommand imports what it needs when it runs, so `import ragmon` stays light."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ragmon.version import __version__
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _demo_command(parser: argparse.ArgumentParser) -> Command:
+    from ragmon.demo import run
+
+    run.add_arguments(parser)
+    return run.main
+
+
+# name -> (help, builder that adds the subcommand's arguments and returns its function)
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {
+    "demo": ("run the instrumented sample RAG app and show what ragmon records", _demo_command),
+}
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    parser = argparse.ArgumentParser(prog="ragmon", description="Monitoring for RAG apps, built on OpenTelemetry.")
+    parser.add_argument("--version", action="version", version=f"ragmon {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    handlers: dict[str, Command] = {}
+    for name, (help_text, builder) in _COMMANDS.items():
+        handlers[name] = builder(subparsers.add_parser(name, help=help_text, description=help_text))
+    return parser, handlers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, handlers = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

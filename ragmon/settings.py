@@ -1,0 +1,166 @@
+"""ragmon's typed settings tree, read from constructor arguments, then ``RAGMON_*`` and ``OTEL_*`` variables.
+
+Nested fields use ``__`` (``RAGMON_EXPORT__ENDPOINT``), in the manner of pydantic-settings, without the extra
+dependency: ``pip install ragmon`` pulls only OpenTelemetry and pydantic. Precedence, highest first:
+explicit arguments, ``RAGMON_*``, the standard ``OTEL_*`` variables, defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+ENV_PREFIX = "RAGMON_"
+NESTED_DELIMITER = "__"
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class ExportSettings(_Section):
+    """Where and how the SDK ships spans."""
+
+    endpoint: str = "http://127.0.0.1:4318"
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    api_key: SecretStr | None = None  # sent as `Authorization: Bearer <key>` to a ragmon agent
+    enabled: bool = True
+    timeout_s: float = Field(default=10.0, gt=0)
+    compression: Literal["none", "gzip"] = "none"
+    # Bounded queue between the app's threads and the export thread; overflow is counted, never silent.
+    queue_max_spans: int = Field(default=65_536, ge=1)
+    batch_max_spans: int = Field(default=512, ge=1)
+    flush_interval_ms: int = Field(default=200, ge=1)
+    max_attempts: int = Field(default=6, ge=1)
+    retry_deadline_s: float = Field(default=30.0, gt=0)
+
+
+class SdkSettings(_Section):
+    """What the SDK records."""
+
+    service_name: str = "unknown_service"
+    resource_attributes: dict[str, str] = Field(default_factory=dict)
+    capture_content: bool = False  # question, passages, answer, tool arguments: opt-in
+    price_file: Path | None = None  # JSON overriding/extending the shipped price table
+    index_vector_sample: int = Field(default=8, ge=0)  # indexed vectors checked for norm per search span
+    max_attribute_chars: int = Field(default=8_192, ge=64)
+
+
+class AgentSettings(_Section):
+    """The agent process (`ragmon serve`)."""
+
+    otlp_http: str = "127.0.0.1:4318"
+    otlp_grpc: str = "127.0.0.1:4317"
+    data_dir: Path = Path(".ragmon")
+    clickhouse_url: str | None = None
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # tenant -> key
+
+
+class JudgeSettings(_Section):
+    """The judge worker."""
+
+    backend: str = "local"
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    requests_per_minute: int = Field(default=600, ge=1)
+    budget_usd: float = Field(default=5.0, ge=0)
+
+
+class Settings(_Section):
+    sdk: SdkSettings = Field(default_factory=SdkSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """Parse the OTel list form `k1=v1,k2=v2` (values percent-decoded), skipping malformed members."""
+    out: dict[str, str] = {}
+    for member in text.split(","):
+        key, sep, value = member.partition("=")
+        if sep and key.strip():
+            out[key.strip()] = unquote(value.strip())
+    return out
+
+
+def _otel_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """The standard OTEL_* variables, mapped into the settings tree."""
+    tree: dict[str, dict[str, Any]] = {"sdk": {}, "export": {}}
+    resource = parse_key_values(env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+    if resource:
+        tree["sdk"]["resource_attributes"] = resource
+    service = env.get("OTEL_SERVICE_NAME") or resource.get("service.name")
+    if service:
+        tree["sdk"]["service_name"] = service
+    capture = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    if capture is not None:
+        tree["sdk"]["capture_content"] = capture.strip().lower() in _TRUE
+    traces_endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    base_endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if traces_endpoint:
+        tree["export"]["endpoint"] = traces_endpoint.removesuffix("/v1/traces")
+    elif base_endpoint:
+        tree["export"]["endpoint"] = base_endpoint.rstrip("/")
+    headers = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS")
+    if headers:
+        tree["export"]["headers"] = parse_key_values(headers)
+    timeout = env.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or env.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    compression = env.get("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION") or env.get("OTEL_EXPORTER_OTLP_COMPRESSION")
+    if compression:
+        tree["export"]["compression"] = compression.strip().lower()
+    if timeout:
+        # The OTel variable is in milliseconds; the spec says to ignore an invalid one (ours would fail loudly).
+        with contextlib.suppress(ValueError):
+            tree["export"]["timeout_s"] = float(timeout) / 1000.0
+    return {k: v for k, v in tree.items() if v}
+
+
+def _ragmon_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """RAGMON_SECTION__FIELD=value → {"section": {"field": value}}; JSON objects for dict fields."""
+    tree: dict[str, Any] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split(NESTED_DELIMITER)
+        value: Any = raw
+        if raw.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):  # else left as text; validation names the field
+                value = json.loads(raw)
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[path[-1]] = value
+    return tree
+
+
+def merge_tree(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = merge_tree(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build the settings tree. Raises pydantic.ValidationError naming the bad field (fail fast at start-up)."""
+    source = os.environ if env is None else env
+    values = merge_tree(_otel_values(source), _ragmon_values(source))
+    if overrides:
+        values = merge_tree(values, overrides)
+    return Settings.model_validate(values)

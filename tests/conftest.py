@@ -1,0 +1,39 @@
+"""Fixtures shared by the SDK tests: ragmon configured against an in-memory exporter, reset after each test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import ragmon
+
+
+@pytest.fixture(autouse=True)
+def _reset_ragmon() -> Iterator[None]:
+    yield
+    ragmon.shutdown()
+
+
+class Captured:
+    """ragmon configured with its own provider and an in-memory exporter."""
+
+    def __init__(self, **configure_args: Any) -> None:
+        self.provider = TracerProvider()
+        self.exporter = InMemorySpanExporter()
+        ragmon.configure(tracer_provider=self.provider, span_exporter=self.exporter, **configure_args)
+
+    def spans(self) -> list[ReadableSpan]:
+        assert ragmon.force_flush(5.0)
+        return list(self.exporter.get_finished_spans())
+
+    def by_stage(self) -> dict[str, ReadableSpan]:
+        return {str(s.attributes["ragmon.stage"]): s for s in self.spans()}  # type: ignore[index]
+
+
+@pytest.fixture
+def captured() -> Callable[..., Captured]:
+    return Captured

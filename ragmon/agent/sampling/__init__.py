@@ -1,0 +1,13 @@
+"""Tail sampling: which traces keep their text (question, passages, answer) and go to the judges.
+
+Every span's numbers are stored regardless; the sampler only decides about content. One policy per module behind
+the `Policy` interface; `Decision` is explicit about the awkward states; each kept trace records the policies that
+fired and its inclusion probability, so judged quality can be weighted back to all traffic.
+"""
+
+from ragmon.agent.sampling.config import SamplerConfig, build_policies
+from ragmon.agent.sampling.decision import Decision, Verdict
+from ragmon.agent.sampling.sampler import DecidedTrace, Sampler
+from ragmon.agent.sampling.trace import TraceSummary
+
+__all__ = ["DecidedTrace", "Decision", "Sampler", "SamplerConfig", "TraceSummary", "Verdict", "build_policies"]

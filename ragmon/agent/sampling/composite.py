@@ -1,0 +1,88 @@
+"""The composite policy: drop rules first, then every keep policy in order, then the budget.
+
+Drop rules (never-rules) win over any keep. All keep policies are evaluated, so a kept trace records every
+reason it was kept — "error" and "slow" together say more than either. A policy that raises is counted as
+ERROR for that trace and treated as not firing; it never stops the others.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragmon._log import warn_limited
+from ragmon.agent.sampling.budget import KeepBudget
+from ragmon.agent.sampling.decision import Decision, Verdict
+from ragmon.agent.sampling.policies import Policy
+from ragmon.agent.sampling.trace import TraceSummary
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    decision: Decision
+    reasons: tuple[str, ...]
+    probability: float  # chance a trace like this one is kept; 1/probability is its weight
+
+
+class CompositePolicy:
+    def __init__(
+        self,
+        policies: Sequence[Policy],
+        budget: KeepBudget | None = None,
+        budget_exempt: frozenset[str] = frozenset({"error"}),
+    ) -> None:
+        names = [p.name for p in policies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"sampling policy names must be unique, got {names}")
+        self._drop_rules = [p for p in policies if getattr(p, "action", "keep") == "drop"]
+        self._keep_policies = [p for p in policies if getattr(p, "action", "keep") != "drop"]
+        self._budget = budget
+        self._exempt = budget_exempt
+        self.counts: Counter[tuple[str, str]] = Counter()  # (policy, decision) -> traces
+
+    def decide(self, trace: TraceSummary, now_s: float) -> Outcome:
+        for rule in self._drop_rules:
+            if self._evaluate(rule, trace).decision is Decision.DROP:
+                self.counts[("composite", Decision.DROP.value)] += 1
+                return Outcome(Decision.DROP, (rule.name,), 0.0)
+        fired: list[tuple[str, float]] = []
+        for policy in self._keep_policies:
+            verdict = self._evaluate(policy, trace)
+            if verdict.decision is Decision.KEEP:
+                fired.append((policy.name, verdict.probability))
+        if not fired:
+            self.counts[("composite", Decision.SKIP.value)] += 1
+            return Outcome(Decision.SKIP, (), 0.0)
+        reasons = tuple(name for name, _ in fired)
+        probability = max(p for _, p in fired)
+        if self._budget is not None:
+            if any(name in self._exempt for name in reasons):
+                self._budget.try_spend(trace.bytes_held, now_s, force=True)
+            else:
+                admission = self._budget.admission_probability(trace.bytes_held, now_s)
+                if not (_uniform(trace.trace_id) < admission and self._budget.try_spend(trace.bytes_held, now_s)):
+                    self.counts[("budget", Decision.SKIP.value)] += 1
+                    self.counts[("composite", Decision.SKIP.value)] += 1
+                    return Outcome(Decision.SKIP, ("budget",), 0.0)
+                probability *= admission
+        self.counts[("composite", Decision.KEEP.value)] += 1
+        return Outcome(Decision.KEEP, reasons, probability)
+
+    def _evaluate(self, policy: Policy, trace: TraceSummary) -> Verdict:
+        try:
+            verdict = policy.evaluate(trace)
+        except Exception as exc:
+            warn_limited(f"policy:{policy.name}", "sampling policy %s failed: %r", policy.name, exc)
+            self.counts[(policy.name, Decision.ERROR.value)] += 1
+            return Verdict(Decision.ERROR, 0.0)
+        self.counts[(policy.name, verdict.decision.value)] += 1
+        return verdict
+
+
+def _uniform(trace_id: str) -> float:
+    """A number in [0, 1) from the high trace-id bits (the baseline uses the low 56): independent, reproducible."""
+    try:
+        return int(trace_id[:13], 16) / float(1 << 52)
+    except ValueError:
+        return 0.0

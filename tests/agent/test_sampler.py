@@ -1,0 +1,277 @@
+"""The tail sampler, driven by a hand-moved clock: policies, completion, timeouts, late spans, memory caps."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pydantic import ValidationError
+
+from ragmon.agent.sampling import Decision, Sampler, SamplerConfig
+from ragmon.agent.sampling.policies.probabilistic import keeps
+from ragmon.model import SpanBatch
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def _span(
+    batch: SpanBatch,
+    trace_id: str,
+    span_id: str,
+    parent: str = "",
+    *,
+    stage: str = "generate",
+    duration_ms: float = 10.0,
+    status: str = "ok",
+    feature: str = "qa",
+    user: str = "u",
+    norm_deviation: float | None = None,
+    content: dict[str, str] | None = None,
+) -> None:
+    values = {
+        "tenant": "t",
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": stage,
+        "stage": "request" if not parent else stage,
+        "feature": feature,
+        "user": user,
+        "session": "",
+        "service": "svc",
+        "start_time": 1,
+        "duration_ms": duration_ms,
+        "status": status,
+        "error_type": "",
+        "model": "",
+        "provider": "",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cached_input_tokens": 0,
+        "cost_usd": None,
+        "top1_score": None,
+        "similarity_gap": None,
+        "norm_deviation": norm_deviation,
+        "ttft_ms": None,
+        "retrieved_ids": [],
+        "retrieved_scores": [],
+        "attributes": {},
+        "content": content or {},
+    }
+    for name, value in values.items():
+        getattr(batch, name).append(value)
+
+
+def _trace(trace_id: str, *, root: bool = True, **child: object) -> SpanBatch:
+    batch = SpanBatch()
+    child.setdefault("content", {"gen_ai.output.messages": "answer"})
+    _span(batch, trace_id, "c1", "r1", **child)  # type: ignore[arg-type]
+    if root:
+        _span(batch, trace_id, "r1", "", feature=str(child.get("feature", "qa")), user=str(child.get("user", "u")))
+    return batch
+
+
+def _tid(i: int) -> str:
+    return f"{i:032x}"
+
+
+def _only_errors(**extra: object) -> SamplerConfig:
+    return SamplerConfig(policies=[{"type": "error"}], **extra)
+
+
+def test_error_trace_is_decided_after_root_plus_grace_not_a_fixed_wait() -> None:
+    clock = Clock()
+    sampler = Sampler(_only_errors(decision_grace_s=0.5), clock)
+    assert sampler.ingest(_trace(_tid(1), status="error")) == []
+    clock.now_s += 0.4
+    assert sampler.tick() == []
+    clock.now_s += 0.2
+    (decided,) = sampler.tick()
+    assert decided.decision is Decision.KEEP and decided.reasons == ("error",)
+    assert decided.probability == 1.0 and decided.decided_by == "complete"
+    assert [s.content for s in decided.summary.spans if s.content] == [{"gen_ai.output.messages": "answer"}]
+    assert sampler.traces_held == 0 and sampler.bytes_held == 0
+
+
+def test_trace_without_root_is_decided_at_the_timeout() -> None:
+    clock = Clock()
+    sampler = Sampler(_only_errors(decision_timeout_s=30), clock)
+    sampler.ingest(_trace(_tid(2), root=False))
+    clock.now_s += 29
+    assert sampler.tick() == []
+    clock.now_s += 2
+    (decided,) = sampler.tick()
+    assert decided.decided_by == "timeout" and decided.decision is Decision.SKIP
+    assert decided.summary.spans == []  # text of a skipped trace is released
+
+
+def test_slow_absolute_thresholds_per_stage_and_trace() -> None:
+    clock = Clock()
+    config = SamplerConfig(
+        policies=[{"type": "slow", "stage_threshold_ms": {"search": 200}, "trace_threshold_ms": 5000}],
+        decision_grace_s=0,
+    )
+    sampler = Sampler(config, clock)
+    sampler.ingest(_trace(_tid(1), stage="search", duration_ms=250))
+    sampler.ingest(_trace(_tid(2), stage="search", duration_ms=150))
+    slow_root = SpanBatch()
+    _span(slow_root, _tid(3), "r", "", duration_ms=6000)
+    sampler.ingest(slow_root)
+    decided = {d.trace_id: d.decision for d in sampler.tick()}
+    assert decided == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP, _tid(3): Decision.KEEP}
+
+
+def test_relative_slow_adapts_per_feature() -> None:
+    clock = Clock()
+    sampler = Sampler(SamplerConfig(policies=[{"type": "slow", "relative_to_p95": 1.0}], decision_grace_s=0), clock)
+    rng = random.Random(7)
+    for i in range(400):  # warm-up: feature "chat" generates in ~2 s, feature "faq" in ~100 ms
+        sampler.ingest(_trace(_tid(10_000 + i), feature="chat", duration_ms=rng.uniform(1500, 2500)))
+        sampler.ingest(_trace(_tid(20_000 + i), feature="faq", duration_ms=rng.uniform(80, 120)))
+    sampler.tick()
+    sampler.ingest(_trace(_tid(1), feature="faq", duration_ms=600))  # slow for faq
+    sampler.ingest(_trace(_tid(2), feature="chat", duration_ms=1800))  # normal for chat, though longer
+    decided = {d.trace_id: d.decision for d in sampler.tick()}
+    assert decided == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP}
+    assert sampler.latency.p95("faq", "generate") == pytest.approx(118, abs=3)
+
+
+def test_retrieval_health_keeps_unnormalised_embeddings() -> None:
+    sampler = Sampler(SamplerConfig(policies=[{"type": "retrieval_health"}], decision_grace_s=0), Clock())
+    sampler.ingest(_trace(_tid(1), stage="embed", norm_deviation=0.96))
+    sampler.ingest(_trace(_tid(2), stage="embed", norm_deviation=1e-7))
+    assert {d.trace_id: d.decision for d in sampler.tick()} == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP}
+
+
+def test_drop_rule_wins_over_error_and_keep_rule_keeps() -> None:
+    config = SamplerConfig(
+        policies=[
+            {"type": "error"},
+            {"type": "attribute", "name": "vip-feature", "field": "feature", "values": ["billing"]},
+            {"type": "attribute", "name": "no-test-user", "field": "user", "values": ["load-test"], "action": "drop"},
+        ],
+        decision_grace_s=0,
+    )
+    sampler = Sampler(config, Clock())
+    sampler.ingest(_trace(_tid(1), status="error", user="load-test"))
+    sampler.ingest(_trace(_tid(2), feature="billing"))
+    sampler.ingest(_trace(_tid(3), status="error", feature="billing"))
+    decided = {d.trace_id: (d.decision, d.reasons) for d in sampler.tick()}
+    assert decided[_tid(1)] == (Decision.DROP, ("no-test-user",))
+    assert decided[_tid(2)] == (Decision.KEEP, ("vip-feature",))
+    assert decided[_tid(3)] == (Decision.KEEP, ("error", "vip-feature"))  # every reason is recorded
+
+
+def test_baseline_is_consistent_by_trace_id_and_near_its_rate() -> None:
+    rng = random.Random(1)
+    ids = [f"{rng.getrandbits(128):032x}" for _ in range(20_000)]
+    config = SamplerConfig(policies=[{"type": "baseline", "rate": 0.1}], decision_grace_s=0)
+    runs = []
+    for _ in range(2):  # two agents see the same traces
+        sampler = Sampler(config, Clock())
+        for trace_id in ids:
+            sampler.ingest(_trace(trace_id))
+        runs.append({d.trace_id for d in sampler.tick() if d.decision is Decision.KEEP})
+    assert runs[0] == runs[1]
+    assert 0.093 < len(runs[0]) / len(ids) < 0.107  # ±5 standard deviations
+    assert all(keeps(t, 0.1) for t in runs[0])
+
+
+def test_kept_trace_records_its_inclusion_probability() -> None:
+    sampler = Sampler(
+        SamplerConfig(policies=[{"type": "error"}, {"type": "baseline", "rate": 1.0}], decision_grace_s=0), Clock()
+    )
+    sampler.ingest(_trace(_tid(1)))
+    sampler.ingest(_trace(_tid(2), status="error"))
+    decided = {d.trace_id: (d.reasons, d.probability) for d in sampler.tick()}
+    assert decided[_tid(1)] == (("baseline",), 1.0)
+    assert decided[_tid(2)] == (("error", "baseline"), 1.0)
+    config = SamplerConfig(policies=[{"type": "baseline", "rate": 0.5}], decision_grace_s=0)
+    sampler = Sampler(config, Clock())
+    kept_id = next(t for t in (_tid(i) for i in range(100)) if keeps(t, 0.5))
+    sampler.ingest(_trace(kept_id))
+    assert sampler.tick()[0].probability == 0.5
+
+
+def test_budget_caps_baseline_but_never_errors() -> None:
+    clock = Clock()
+    config = SamplerConfig(
+        policies=[{"type": "error"}, {"type": "baseline", "rate": 1.0}],
+        budget={"traces_per_s": 10},
+        decision_grace_s=0,
+    )
+    sampler = Sampler(config, clock)
+    rng = random.Random(3)
+    decided = []
+    for i in range(400):  # 40 traces/s offered for 10 s against a budget of 10/s
+        trace_id = f"{rng.getrandbits(128):032x}"
+        sampler.ingest(_trace(trace_id, status="error" if i % 20 == 0 else "ok"))
+        clock.now_s += 0.025
+        decided += sampler.tick()
+    kept = [d for d in decided if d.decision is Decision.KEEP]
+    errors_kept = [d for d in kept if "error" in d.reasons]
+    assert len(errors_kept) == 20  # every error, budget or not
+    assert len(kept) <= 50 + 10 * 10  # burst capacity plus ten seconds of budget
+    assert sampler.policy.counts[("budget", "skip")] == len(decided) - len(kept)
+    # under pressure, baseline keeps carry their admission probability: weights stay honest
+    late_probabilities = [d.probability for d in kept[-40:] if "error" not in d.reasons]
+    assert all(0.15 < p < 0.45 for p in late_probabilities)  # ≈ 10/s budget ÷ 38/s offered
+
+
+def test_late_spans_follow_the_decision() -> None:
+    clock = Clock()
+    sampler = Sampler(_only_errors(decision_grace_s=0), clock)
+    sampler.ingest(_trace(_tid(1), status="error"))
+    sampler.ingest(_trace(_tid(2)))
+    sampler.tick()
+    late = SpanBatch()
+    _span(late, _tid(1), "late-1", "r1", content={"ragmon.answer": "late text"})
+    _span(late, _tid(2), "late-2", "r1", content={"ragmon.answer": "unwanted"})
+    out = sampler.ingest(late)
+    assert [(d.trace_id, d.decided_by, d.summary.spans[0].span_id) for d in out] == [(_tid(1), "late", "late-1")]
+    assert sampler.counts["late_spans_kept"] == 1 and sampler.counts["late_spans_discarded"] == 1
+
+
+def test_memory_caps_evict_the_oldest_and_count_it() -> None:
+    sampler = Sampler(_only_errors(max_traces=3, max_bytes=1024 * 1024), Clock())
+    evicted = []
+    for i in range(5):
+        evicted += sampler.ingest(_trace(_tid(i), root=False, status="error"))
+    assert [d.trace_id for d in evicted] == [_tid(0), _tid(1)]
+    assert all(d.decided_by == "evicted:max_traces" and d.decision is Decision.KEEP for d in evicted)
+    assert sampler.counts["evicted:max_traces"] == 2 and sampler.traces_held == 3
+
+    small = Sampler(_only_errors(max_bytes=2048), Clock())
+    out = []
+    for i in range(20):
+        out += small.ingest(_trace(_tid(i), root=False, content=None))
+    assert small.bytes_held <= 2048 and small.counts["evicted:max_bytes"] == len(out) > 0
+
+
+def test_unknown_policy_names_the_valid_ones() -> None:
+    with pytest.raises(ValidationError, match="valid types: error, slow, retrieval_health, attribute, baseline"):
+        SamplerConfig(policies=[{"type": "latency"}])
+    with pytest.raises(ValidationError):
+        SamplerConfig(policies=[{"type": "baseline", "rate": 1.5}])
+
+
+def test_a_failing_policy_is_counted_and_does_not_stop_the_others() -> None:
+    sampler = Sampler(SamplerConfig(policies=[{"type": "error"}], decision_grace_s=0), Clock())
+
+    class Broken:
+        name = "broken"
+
+        def evaluate(self, trace: object) -> object:
+            raise RuntimeError("bug")
+
+    sampler.policy._keep_policies.insert(0, Broken())  # type: ignore[arg-type]
+    sampler.ingest(_trace(_tid(1), status="error"))
+    (decided,) = sampler.tick()
+    assert decided.decision is Decision.KEEP and decided.reasons == ("error",)
+    assert sampler.policy.counts[("broken", "error")] == 1

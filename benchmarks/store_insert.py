@@ -1,0 +1,131 @@
+"""Store throughput: span inserts per method side by side (medians), then the report over a large fill.
+
+    /work/venv/bin/python benchmarks/store_insert.py [--requests 10000] [--repeats 5] [--fill-rows 10000000]
+
+Insert methods (each into the real schema, with the per-minute materialised view attached):
+- `store.insert_spans` (chDB): SpanBatch lists → Arrow → ArrowStream, plus the dedup token — the product path;
+- the same split into its two halves: conversion only, and the engine alone on pre-encoded Arrow;
+- `store.insert_spans` over clickhouse-connect to the loopback ClickHouse-HTTP endpoint.
+The fill uses INSERT … SELECT from numbers() (the engine generates rows; it measures the report, not Python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+from ragmon.model import SPAN_COLUMNS
+from sinks import open_store
+from sinks.arrow import to_ipc_stream, to_table
+from sinks.chhttp import ClickHouseHttpServer
+from sinks.store import Store, batch_token
+from sinks.synth import make_batch
+
+
+def _median_rate(rows: int, repeats: int, run: Callable[[int], object]) -> float:
+    times = []
+    for i in range(repeats):
+        started = time.perf_counter()
+        run(i)
+        times.append(time.perf_counter() - started)
+    return rows / statistics.median(times)
+
+
+def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
+    batches = [make_batch(requests, seed=100 + i) for i in range(repeats)]
+    rows = len(batches[0])
+    print(f"insert: {rows} spans per batch, median of {repeats}")
+    store = open_store(data_dir, database="bench_insert")
+    results = {}
+    results["store.insert_spans (chDB, Arrow)"] = _median_rate(rows, repeats, lambda i: store.insert_spans(batches[i]))
+    results["  conversion only (lists → Arrow IPC + token)"] = _median_rate(
+        rows, repeats, lambda i: (to_ipc_stream(to_table(batches[i].columns(), SPAN_COLUMNS)), batch_token(batches[i]))
+    )
+    tables = [to_table(b.columns(), SPAN_COLUMNS) for b in batches]
+    spans = store._ddl.table("spans")
+    results["  engine only (pre-built Arrow, fresh tokens)"] = _median_rate(
+        rows,
+        repeats,
+        lambda i: store.backend.insert(spans, tables[i], {"async_insert": 0, "insert_deduplication_token": f"e{i}"}),
+    )
+    store.close()
+    with ClickHouseHttpServer(data_dir) as server:
+        remote = open_store(server.url, database="bench_insert_http")
+        fresh = [make_batch(requests, seed=200 + i) for i in range(repeats)]
+        results["store.insert_spans (clickhouse-connect → loopback HTTP)"] = _median_rate(
+            rows, repeats, lambda i: remote.insert_spans(fresh[i])
+        )
+        remote.close()
+    for name, rate in results.items():
+        print(f"  {name:58s} {rate:>12,.0f} rows/s")
+
+
+FILL_SQL = """
+INSERT INTO {spans} (tenant, trace_id, span_id, parent_span_id, name, stage, feature, service, start_time,
+    duration_ms, status, model, input_tokens, output_tokens, cost_usd, ttft_ms)
+SELECT
+    ['acme', 'globex'][number % 2 + 1],
+    lower(hex(cityHash64(number DIV 5))) || lower(hex(number DIV 5)),
+    lower(hex(cityHash64(number))),
+    '',
+    'span',
+    ['request', 'embed', 'search', 'rerank', 'generate'][number % 5 + 1],
+    ['support', 'search', 'billing'][(number DIV 5) % 3 + 1],
+    'rag-api',
+    now64(9) - toIntervalMillisecond((number * 7919) % 86400000),
+    exp(4 + (number % 5) * 0.6 + randNormal(0, 0.5)),
+    if(rand() % 50 = 0, 'error', 'ok'),
+    ['', 'text-embedding-3-small', '', 'rerank-v3', 'gpt-4o-mini'][number % 5 + 1],
+    if(number % 5 = 4, 500 + rand() % 2000, 0),
+    if(number % 5 = 4, 20 + rand() % 500, 0),
+    if(number % 5 = 4, 0.0005, NULL),
+    if(number % 5 = 4, toFloat32(exp(4 + randNormal(0, 0.4))), NULL)
+FROM numbers({start}, {count})
+"""
+
+
+def bench_report(data_dir: str, fill_rows: int, repeats: int) -> None:
+    store: Store = open_store(data_dir, database="bench_report")
+    spans = store._ddl.table("spans")
+    started = time.perf_counter()
+    step = 2_000_000
+    for start in range(0, fill_rows, step):
+        store.backend.execute(FILL_SQL.format(spans=spans, start=start, count=min(step, fill_rows - start)))
+    fill_s = time.perf_counter() - started
+    stored = store.query(f"SELECT count() AS n FROM {spans}")[0]["n"]
+    rollup = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans_1m')}")[0]["n"]
+    print(f"report: {stored:,} spans stored in {fill_s:.1f} s (engine-side fill), {rollup:,} rollup rows")
+    for label, kwargs in (
+        ("report(24 h), all tenants", {}),
+        ("report(24 h, tenant=acme)", {"tenant": "acme"}),
+        ("report(1 h, feature=support)", {"feature": "support"}),
+    ):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            rows = store.report(86_400 if "24" in label else 3_600, **kwargs)
+            times.append(time.perf_counter() - t0)
+        print(f"  {label:40s} median {statistics.median(times) * 1000:7.1f} ms   ({len(rows)} feature×stage rows)")
+    t0 = time.perf_counter()
+    store.query(f"SELECT feature, stage, quantile(0.95)(duration_ms) FROM {spans} GROUP BY feature, stage")
+    print(f"  {'(for scale) raw-span p95 GROUP BY':40s}        {(time.perf_counter() - t0) * 1000:7.1f} ms")
+    store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000, help="requests per batch (5 spans each)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--fill-rows", type=int, default=10_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ragmon-bench-") as data_dir:
+        bench_inserts(data_dir, args.requests, args.repeats)
+        if args.fill_rows:
+            bench_report(data_dir, args.fill_rows, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

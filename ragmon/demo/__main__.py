@@ -1,0 +1,13 @@
+"""`python -m ragmon.demo`: the same as `ragmon demo`, for when the CLI entry point is not installed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ragmon.demo.run import __doc__ as run_doc
+from ragmon.demo.run import add_arguments, main
+
+parser = argparse.ArgumentParser(prog="python -m ragmon.demo", description=(run_doc or "").splitlines()[0])
+add_arguments(parser)
+sys.exit(main(parser.parse_args()))

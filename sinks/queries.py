@@ -1,0 +1,99 @@
+"""Read-side SQL: the latency/cost report (from the per-minute rollup, never raw spans) and the tenant filter.
+
+Every value reaches the engine as a `{name:Type}` parameter; only fixed clauses are chosen in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sinks.backend import quote_string
+from sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, TENANT_TABLES, TTFT_STATE, Ddl, Topology
+
+_MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
+_MERGE_TTFT = TTFT_STATE.replace("(", "Merge(", 1)
+
+
+def report_sql(
+    topology: Topology, start_s: int, end_s: int, feature: str | None, tenant: str | None
+) -> tuple[str, dict[str, Any]]:
+    """Per (feature, stage) and per (feature, stage, model) over whole minutes in [start_s, end_s]."""
+    where = [
+        "minute >= toStartOfMinute(toDateTime({start_s:Int64}))",
+        "minute <= toDateTime({end_s:Int64})",
+    ]
+    params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s)}
+    if tenant is not None:
+        where.append("tenant = {tenant:String}")
+        params["tenant"] = tenant
+    if feature is not None:
+        where.append("feature = {feature:String}")
+        params["feature"] = feature
+    sql = f"""
+SELECT feature, stage, model,
+    grouping(model) AS per_model,
+    sum(spans) AS requests, sum(errors) AS errors,
+    {_MERGE_DURATION}(duration_q) AS duration_quantiles,
+    {_MERGE_TTFT}(ttft_q) AS ttft_quantiles,
+    sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+    sum(cost_usd) AS cost_usd, sum(cost_known) AS cost_known
+FROM {Ddl(topology).table(ROLLUP_TABLE)}
+WHERE {" AND ".join(where)}
+GROUP BY GROUPING SETS ((feature, stage), (feature, stage, model))
+ORDER BY feature, stage, per_model, model
+SETTINGS force_grouping_standard_compatibility = 1"""
+    return sql, params
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _metrics(row: dict[str, Any]) -> dict[str, Any]:
+    requests = int(row["requests"])
+    quantiles = dict(zip(DURATION_LEVELS, row["duration_quantiles"] or (), strict=False))
+    ttft = row["ttft_quantiles"] or [None]
+    cost = float(row["cost_usd"]) if row["cost_known"] else None  # no span had a known cost: unknown, not 0
+    return {
+        "requests": requests,
+        "errors": int(row["errors"]),
+        "error_rate": row["errors"] / requests if requests else None,
+        "p50_ms": _number(quantiles.get(0.5)),
+        "p95_ms": _number(quantiles.get(0.95)),
+        "p99_ms": _number(quantiles.get(0.99)),
+        "ttft_p95_ms": _number(ttft[0]),
+        "input_tokens": int(row["input_tokens"]),
+        "output_tokens": int(row["output_tokens"]),
+        "cost_usd": cost,
+        "cost_per_request_usd": cost / requests if cost is not None and requests else None,
+    }
+
+
+def assemble_report(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One dict per (feature, stage) with its metrics and `models`: the same metrics per model."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    per_model: list[dict[str, Any]] = []
+    for row in rows:
+        if row["per_model"]:  # standard GROUPING: 1 = model aggregated away, i.e. the (feature, stage) total
+            out[(row["feature"], row["stage"])] = {
+                "feature": row["feature"],
+                "stage": row["stage"],
+                **_metrics(row),
+                "models": [],
+            }
+        else:
+            per_model.append(row)
+    for row in per_model:
+        out[(row["feature"], row["stage"])]["models"].append({"model": row["model"], **_metrics(row)})
+    return list(out.values())
+
+
+def tenant_filter_settings(topology: Topology, tenant: str) -> dict[str, str]:
+    """`additional_table_filters` restricting every tenant-bearing table to `tenant` (enforced by the engine)."""
+    condition = f"tenant = {quote_string(tenant)}"
+    entries = []
+    for table in TENANT_TABLES:
+        for name in (f"{topology.database}.{table}", table):
+            entries.append(f"{quote_string(name)}: {quote_string(condition)}")
+    return {"additional_table_filters": "{" + ", ".join(entries) + "}"}

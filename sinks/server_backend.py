@@ -1,0 +1,79 @@
+"""The server backend: a ClickHouse server or cluster over HTTP through clickhouse-connect.
+
+Same SQL as the embedded backend. Parameters go as `param_*` (server-side binding), results come back as Arrow
+(`query_arrow`) and inserts go as Arrow (`insert_arrow`), so both backends hand the store identical types.
+Sessions are off (`autogenerate_session_id=False`): the store is used from several threads and a server rejects
+concurrent queries in one session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from sinks.backend import Params, Settings
+from sinks.errors import StoreError, classify
+
+
+def _map_error(exc: Exception) -> StoreError:
+    from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+    code = getattr(exc, "code", None)
+    if isinstance(exc, OperationalError) and code is None:
+        return StoreError(f"ClickHouse unreachable: {exc}", retryable=True)  # connection refused, timeout, 5xx
+    if isinstance(exc, DatabaseError):
+        return classify(str(exc), code)
+    return StoreError(str(exc), retryable=False)
+
+
+class ClickHouseServerBackend:
+    kind = "clickhouse"
+
+    def __init__(self, url: str, **client_kwargs: Any) -> None:
+        import clickhouse_connect
+
+        client_kwargs.setdefault("autogenerate_session_id", False)
+        client_kwargs.setdefault("connect_timeout", 5)
+        client_kwargs.setdefault("send_receive_timeout", 60)
+        try:
+            self._client = clickhouse_connect.get_client(dsn=url, **client_kwargs)
+        except Exception as exc:
+            raise _map_error(exc) from exc
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed", retryable=False)
+
+    def execute(self, sql: str, params: Params | None = None, settings: Settings | None = None) -> None:
+        self._check_open()
+        try:
+            self._client.command(sql, parameters=dict(params or {}), settings=dict(settings or {}))
+        except Exception as exc:
+            raise _map_error(exc) from exc
+
+    def select(
+        self, sql: str, params: Params | None = None, settings: Settings | None = None, *, readonly: bool = False
+    ) -> pa.Table:
+        self._check_open()
+        merged: dict[str, Any] = dict(settings or {})
+        if readonly:
+            merged["readonly"] = 2  # 2: the engine refuses writes, our per-query settings still apply
+        try:
+            return self._client.query_arrow(sql, parameters=dict(params or {}), settings=merged, use_strings=True)
+        except Exception as exc:
+            raise _map_error(exc) from exc
+
+    def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
+        self._check_open()
+        try:
+            self._client.insert_arrow(table, data, settings=dict(settings or {}))
+        except Exception as exc:
+            raise _map_error(exc) from exc
+        return data.num_rows
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.close()

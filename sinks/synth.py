@@ -1,0 +1,105 @@
+"""Synthetic `SpanBatch`es with known numbers, for the store's tests and benchmarks.
+
+Each request is a root span plus embed → search → rerank → generate stage spans, with log-normal durations per
+stage, tokens and cost on `generate`, and retrieved ids on `search`. Everything derives from a seeded
+`random.Random`, so a test can recompute the expected report from the batch itself.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from ragmon.model import SpanBatch
+
+# (stage, span name, log-normal mu of duration_ms, sigma)
+_STAGES: tuple[tuple[str, str, float, float], ...] = (
+    ("embed", "embed query", 3.0, 0.4),
+    ("search", "vector search", 3.5, 0.6),
+    ("rerank", "rerank", 4.0, 0.5),
+    ("generate", "chat gpt-4o-mini", 6.5, 0.7),
+)
+_MODELS = {"embed": "text-embedding-3-small", "rerank": "rerank-v3", "generate": "gpt-4o-mini", "search": ""}
+
+
+def make_batch(
+    requests: int,
+    *,
+    seed: int = 0,
+    start_ns: int | None = None,
+    spread_s: float = 600.0,
+    features: tuple[str, ...] = ("support", "search"),
+    tenants: tuple[str, ...] = ("acme",),
+    error_rate: float = 0.02,
+) -> SpanBatch:
+    """`requests` traces of 5 spans each, start times spread uniformly over `spread_s` after `start_ns`
+    (default: the minute that began an hour ago — recent, because tables expire old rows at once by TTL)."""
+    rng = random.Random(seed)
+    if start_ns is None:
+        start_ns = (int(time.time()) // 60 * 60 - 3600) * 10**9
+    b = SpanBatch()
+    for r in range(requests):
+        trace_id = f"{rng.getrandbits(128):032x}"
+        root_id = f"{rng.getrandbits(64):016x}"
+        tenant = tenants[r % len(tenants)]
+        feature = features[rng.randrange(len(features))]
+        t0 = start_ns + int(rng.random() * spread_s * 1e9)
+        stage_rows: list[tuple[str, str, float, str]] = []
+        total_ms = 0.0
+        for stage, name, mu, sigma in _STAGES:
+            duration_ms = rng.lognormvariate(mu, sigma)
+            total_ms += duration_ms
+            stage_rows.append((stage, name, duration_ms, f"{rng.getrandbits(64):016x}"))
+        failed = rng.random() < error_rate
+        rows = [("request", "POST /ask", total_ms, root_id), *stage_rows]
+        offset_ms = 0.0
+        for i, (stage, name, duration_ms, span_id) in enumerate(rows):
+            is_root = i == 0
+            b.tenant.append(tenant)
+            b.trace_id.append(trace_id)
+            b.span_id.append(span_id)
+            b.parent_span_id.append("" if is_root else root_id)
+            b.name.append(name)
+            b.stage.append(stage)
+            b.feature.append(feature)
+            b.user.append(f"user-{rng.randrange(1000)}")
+            b.session.append(f"session-{rng.randrange(300)}")
+            b.service.append("rag-api")
+            b.start_time.append(t0 + int(offset_ms * 1e6))
+            if not is_root:
+                offset_ms += duration_ms
+            b.duration_ms.append(duration_ms)
+            error = failed and (is_root or stage == "generate")
+            b.status.append("error" if error else "ok")
+            b.error_type.append("TimeoutError" if error else "")
+            model = "" if is_root else _MODELS[stage]
+            b.model.append(model)
+            b.provider.append("openai" if model.startswith(("gpt", "text-")) else ("cohere" if model else ""))
+            generate = stage == "generate"
+            input_tokens = rng.randrange(200, 3000) if generate else (rng.randrange(5, 60) if stage == "embed" else 0)
+            output_tokens = rng.randrange(20, 600) if generate else 0
+            b.input_tokens.append(input_tokens)
+            b.output_tokens.append(output_tokens)
+            b.cached_input_tokens.append(input_tokens // 4 if generate else 0)
+            if generate:
+                b.cost_usd.append(input_tokens * 0.15e-6 + output_tokens * 0.6e-6)
+            elif stage == "embed":
+                b.cost_usd.append(input_tokens * 0.02e-6)
+            else:
+                b.cost_usd.append(None)
+            search = stage == "search"
+            top1 = rng.uniform(0.4, 0.95) if search else None
+            b.top1_score.append(top1)
+            b.similarity_gap.append(rng.uniform(0.0, 0.2) if search else None)
+            b.norm_deviation.append(rng.uniform(0.0, 0.05) if stage == "embed" else None)
+            b.ttft_ms.append(duration_ms * rng.uniform(0.05, 0.3) if generate else None)
+            if search and top1 is not None:
+                b.retrieved_ids.append([f"doc-{rng.randrange(5000)}" for _ in range(5)])
+                b.retrieved_scores.append(sorted((rng.uniform(0.2, top1) for _ in range(4)), reverse=True))
+                b.retrieved_scores[-1].insert(0, top1)
+            else:
+                b.retrieved_ids.append([])
+                b.retrieved_scores.append([])
+            b.attributes.append({"http.route": "/ask", "deployment.environment": "prod"} if is_root else {})
+            b.content.append({})
+    return b

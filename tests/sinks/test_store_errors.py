@@ -1,0 +1,64 @@
+"""A store that is down or errors raises a typed StoreError (retryable or permanent); nothing is swallowed."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from sinks import StoreError, open_store
+from sinks.errors import classify
+from sinks.synth import make_batch
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_down_is_retryable() -> None:
+    with pytest.raises(StoreError) as info:
+        open_store(f"http://127.0.0.1:{_closed_port()}", database="x")
+    assert info.value.retryable is True
+
+
+def test_server_going_down_mid_life_is_retryable(engine_dir, database) -> None:
+    from sinks.chhttp import ClickHouseHttpServer
+
+    server = ClickHouseHttpServer(engine_dir).start()
+    store = open_store(server.url, database=database)
+    server.close()
+    with pytest.raises(StoreError) as info:
+        store.insert_spans(make_batch(2))
+    assert info.value.retryable is True
+    store.close()
+
+
+def test_bad_sql_is_permanent(store) -> None:
+    with pytest.raises(StoreError) as info:
+        store.backend.execute("CREATE TABLE broken (")
+    assert info.value.retryable is False and info.value.code == 62
+
+
+def test_closed_store_raises(store) -> None:
+    store.close()
+    with pytest.raises(StoreError):
+        store.insert_spans(make_batch(1))
+
+
+def test_codes_are_classified() -> None:
+    assert classify("Code: 252. DB::Exception: Too many parts (300).").retryable is True
+    assert classify("Code: 241. DB::Exception: Memory limit exceeded").retryable is True
+    assert classify("Code: 60. DB::Exception: Unknown table").retryable is False
+    assert classify("no code at all").code is None
+
+
+def test_second_engine_path_in_one_process_is_refused(engine_dir, tmp_path) -> None:
+    keep = open_store(str(engine_dir), database="keepalive")
+    try:
+        with pytest.raises(StoreError) as info:
+            open_store(str(tmp_path / "other"))
+        assert info.value.retryable is False
+    finally:
+        keep.close()

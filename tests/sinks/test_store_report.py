@@ -1,0 +1,126 @@
+"""The report equals numbers computed in Python from the same spans; p95 within 1% of the exact p95."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from ragmon.model import SpanBatch
+from sinks import Store
+from sinks.schema import QUANTILE_ACCURACY
+from sinks.synth import make_batch
+
+
+def _bracket(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The order statistics either side of the exact quantile's rank, widened by one rank and by the sketch's
+    0.5% relative accuracy: any correct estimate lies inside, whatever interpolation convention it uses."""
+    ordered = np.sort(values.astype(np.float64))
+    rank = level * (len(ordered) - 1)
+    low = ordered[max(0, math.floor(rank) - 1)]
+    high = ordered[min(len(ordered) - 1, math.ceil(rank) + 1)]
+    return float(low) * (1 - QUANTILE_ACCURACY), float(high) * (1 + QUANTILE_ACCURACY)
+
+
+def _expected(batch: SpanBatch, key_fields: tuple[str, ...]) -> dict[tuple[str, ...], dict[str, float]]:
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for i in range(len(batch)):
+        groups[tuple(getattr(batch, f)[i] for f in key_fields)].append(i)
+    out = {}
+    for key, idx in groups.items():
+        costs = [batch.cost_usd[i] for i in idx if batch.cost_usd[i] is not None]
+        durations = np.array([batch.duration_ms[i] for i in idx])
+        ttfts = [batch.ttft_ms[i] for i in idx if batch.ttft_ms[i] is not None]
+        out[key] = {
+            "requests": len(idx),
+            "errors": sum(batch.status[i] == "error" for i in idx),
+            "input_tokens": sum(batch.input_tokens[i] for i in idx),
+            "output_tokens": sum(batch.output_tokens[i] for i in idx),
+            "cost_usd": math.fsum(costs) if costs else None,
+            "p50_ms": _bracket(durations, 0.5),
+            "p95_ms": _bracket(durations, 0.95),
+            "p99_ms": _bracket(durations, 0.99),
+            "ttft_p95_ms": _bracket(np.array(ttfts, dtype=np.float32), 0.95) if ttfts else None,
+        }
+    return out
+
+
+def _check(row: dict, want: dict) -> None:
+    assert row["requests"] == want["requests"]
+    assert row["errors"] == want["errors"]
+    assert row["error_rate"] == pytest.approx(want["errors"] / want["requests"])
+    assert row["input_tokens"] == want["input_tokens"]
+    assert row["output_tokens"] == want["output_tokens"]
+    if want["cost_usd"] is None:
+        assert row["cost_usd"] is None and row["cost_per_request_usd"] is None
+    else:
+        assert row["cost_usd"] == pytest.approx(want["cost_usd"], rel=1e-9)
+        assert row["cost_per_request_usd"] == pytest.approx(want["cost_usd"] / want["requests"], rel=1e-9)
+    for name in ("p50_ms", "p95_ms", "p99_ms", "ttft_p95_ms"):
+        if want[name] is None:
+            assert row[name] is None, name
+        else:
+            low, high = want[name]
+            assert low <= row[name] <= high, name
+
+
+def test_report_matches_python(store: Store) -> None:
+    batch = make_batch(4_000, seed=11, features=("support", "search", "billing"))
+    # Three inserts, so per-minute states are merged across parts as well as across minutes.
+    for part in range(3):
+        store.insert_spans(batch.take(list(range(part, len(batch), 3))))
+    report = store.report(3 * 3600)
+    want = _expected(batch, ("feature", "stage"))
+    assert {(r["feature"], r["stage"]) for r in report} == set(want)
+    want_models = _expected(batch, ("feature", "stage", "model"))
+    for row in report:
+        _check(row, want[(row["feature"], row["stage"])])
+        assert {m["model"] for m in row["models"]} == {
+            k[2] for k in want_models if k[:2] == (row["feature"], row["stage"])
+        }
+        for model_row in row["models"]:
+            _check(model_row, want_models[(row["feature"], row["stage"], model_row["model"])])
+
+
+def test_p95_within_one_percent_on_a_bimodal_stream(chdb_store: Store) -> None:
+    """Cache hits and misses: two latency modes, ~4k spans per (feature, stage) spread over many minutes."""
+    rng = np.random.default_rng(5)
+    batch = make_batch(8_000, seed=12, spread_s=3000)
+    fast = rng.random(len(batch)) < 0.7
+    durations = np.where(fast, rng.lognormal(3.0, 0.3, len(batch)), rng.lognormal(7.5, 0.6, len(batch)))
+    batch.duration_ms = [float(d) for d in durations]
+    chdb_store.insert_spans(batch)
+    for row in chdb_store.report(3 * 3600):
+        idx = [i for i in range(len(batch)) if (batch.feature[i], batch.stage[i]) == (row["feature"], row["stage"])]
+        exact = float(np.quantile(durations[idx], 0.95))
+        assert len(idx) > 3_000
+        assert abs(row["p95_ms"] - exact) / exact < 0.01
+
+
+def test_filters_and_window(store: Store) -> None:
+    now_ns = make_batch(1).start_time[0] + 3600 * 10**9  # synth starts an hour ago
+    recent = make_batch(100, seed=13, tenants=("acme", "globex"), features=("support", "search"))
+    old = make_batch(100, seed=14, start_ns=now_ns - 5 * 3600 * 10**9, spread_s=60)
+    store.insert_spans(recent)
+    store.insert_spans(old)
+    now_s = now_ns / 1e9
+    every = store.report(2 * 3600, now_s=now_s)
+    assert sum(r["requests"] for r in every) == len(recent)  # the 5-hour-old batch is outside the window
+    assert sum(r["requests"] for r in store.report(6 * 3600, now_s=now_s)) == len(recent) + len(old)
+    acme = store.report(2 * 3600, tenant="acme", now_s=now_s)
+    assert sum(r["requests"] for r in acme) == recent.tenant.count("acme")
+    support = store.report(2 * 3600, feature="support", tenant="globex", now_s=now_s)
+    assert {r["feature"] for r in support} == {"support"}
+    assert sum(r["requests"] for r in support) == sum(
+        1 for t, f in zip(recent.tenant, recent.feature, strict=True) if (t, f) == ("globex", "support")
+    )
+    assert store.report(2 * 3600, tenant="nobody", now_s=now_s) == []
+
+
+def test_report_reads_only_the_rollup(store: Store) -> None:
+    store.insert_spans(make_batch(50, seed=15))
+    db = store.topology.database
+    store.backend.execute(f"TRUNCATE TABLE {db}.spans")
+    assert sum(r["requests"] for r in store.report(7200)) == 250

@@ -1,0 +1,162 @@
+"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` on grpcio.
+
+Same semantics as the HTTP receiver, mapped to gRPC codes: UNAUTHENTICATED for a missing or wrong API key
+(``authorization: Bearer <key>`` or ``x-api-key`` metadata), RESOURCE_EXHAUSTED with RetryInfo when the
+consumer pushes back, UNAVAILABLE (+RetryInfo) when it is down, OK with ``partial_success`` when spans were
+rejected. grpcio decodes and decompresses the message itself and enforces `max_message_bytes` on the
+decompressed size, answering RESOURCE_EXHAUSTED; a body protobuf cannot parse is answered INTERNAL by grpcio
+before our handler runs (grpcio does not let a servicer see undecodable bytes).
+
+RetryInfo is sent both as the standard ``grpc-status-details-bin`` (a google.rpc.Status with the detail) and as
+``google.rpc.retryinfo-bin``, which is what the OpenTelemetry Python exporter reads.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from collectors.auth import ApiKeyAuth
+from collectors.consumer import SpanConsumer
+from collectors.counters import CollectorCounters
+from collectors.errors import Backpressure, ConsumerUnavailable
+from collectors.ingest import Ingest
+from collectors.normalise import NormaliseOptions
+
+__all__ = ["GrpcReceiver"]
+
+_log = logging.getLogger(__name__)
+
+
+class GrpcReceiver:
+    """OTLP/gRPC receiver. `start()` binds (OSError if the port is taken); `stop(timeout_s)` drains."""
+
+    def __init__(
+        self,
+        consumer: SpanConsumer,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 4317,
+        auth: ApiKeyAuth | None = None,
+        counters: CollectorCounters | None = None,
+        options: NormaliseOptions | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        worker_threads: int = 4,
+        max_concurrent_rpcs: int = 64,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.auth = auth or ApiKeyAuth()
+        self.counters = counters if counters is not None else CollectorCounters()
+        self.ingest = Ingest(consumer, counters=self.counters, options=options, max_body_bytes=max_message_bytes)
+        self.max_message_bytes = max_message_bytes
+        self._worker_threads = worker_threads
+        self._max_concurrent_rpcs = max_concurrent_rpcs
+        self._server: grpc.Server | None = None
+        self.port = 0
+
+    def start(self) -> GrpcReceiver:
+        if self._server is not None:
+            raise RuntimeError("receiver already started")
+        server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(self._worker_threads, "ragmon-otlp-grpc"),
+            options=[
+                ("grpc.max_receive_message_length", self.max_message_bytes),
+                ("grpc.so_reuseport", 0),  # a taken port must fail loudly, not be shared silently
+            ],
+            # Beyond this, grpcio answers RESOURCE_EXHAUSTED itself: the queue of waiting RPCs is bounded.
+            maximum_concurrent_rpcs=self._max_concurrent_rpcs,
+        )
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), server)
+        port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
+        if port == 0:
+            raise OSError(f"cannot bind OTLP/gRPC receiver to {self.host}:{self._requested_port}")
+        server.start()
+        self._server = server
+        self.port = port
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` for a gRPC client."""
+        return f"{self.host}:{self.port}"
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Refuse new RPCs, give in-flight ones `timeout_s`, then cancel them."""
+        if self._server is not None:
+            self._server.stop(grace=timeout_s).wait(timeout_s + 1.0)
+            self._server = None
+
+    def __enter__(self) -> GrpcReceiver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    def __init__(self, receiver: GrpcReceiver) -> None:
+        self.receiver = receiver
+
+    def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        receiver = self.receiver
+        metadata = {key.lower(): value for key, value in context.invocation_metadata()}
+        authorization = metadata.get("authorization")
+        api_key = metadata.get("x-api-key")
+        tenant = receiver.auth.tenant_for(
+            authorization if isinstance(authorization, str) else None, api_key if isinstance(api_key, str) else None
+        )
+        if tenant is None:
+            receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="unauthenticated")
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid API key")
+            raise AssertionError("unreachable: context.abort raises")
+        try:
+            outcome = receiver.ingest.export_message(request, tenant=tenant, wire_bytes=request.ByteSize())
+        except Backpressure as exc:
+            code = (
+                grpc.StatusCode.UNAVAILABLE
+                if isinstance(exc, ConsumerUnavailable)
+                else grpc.StatusCode.RESOURCE_EXHAUSTED
+            )
+            _abort_with_retry(context, code, str(exc), exc.retry_after_s)
+        except Exception:
+            _log.exception("unexpected error handling an OTLP/gRPC export")
+            receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="internal_error")
+            context.abort(grpc.StatusCode.INTERNAL, "internal error")
+        response = ExportTraceServiceResponse()
+        if outcome.rejected_spans:
+            response.partial_success.CopyFrom(
+                ExportTracePartialSuccess(rejected_spans=outcome.rejected_spans, error_message=outcome.error_message)
+            )
+        return response
+
+
+def _abort_with_retry(context: Any, code: grpc.StatusCode, message: str, retry_after_s: float) -> NoReturn:
+    seconds = max(0.0, retry_after_s)
+    whole = math.floor(seconds)
+    retry = error_details_pb2.RetryInfo(
+        retry_delay=duration_pb2.Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
+    )
+    detail = any_pb2.Any()
+    detail.Pack(retry)
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    context.set_trailing_metadata(
+        (
+            ("grpc-status-details-bin", status.SerializeToString()),
+            ("google.rpc.retryinfo-bin", retry.SerializeToString()),
+        )
+    )
+    context.abort(code, message)
+    raise AssertionError("unreachable: context.abort raises")

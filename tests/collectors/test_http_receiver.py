@@ -1,0 +1,252 @@
+"""The OTLP/HTTP receiver against the real OpenTelemetry OTLP/HTTP exporter and raw HTTP clients."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import zlib
+from typing import Any
+
+import httpx
+import pytest
+from collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
+from google.rpc import status_pb2
+from opentelemetry.exporter.otlp.proto.http import Compression
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collectors import Backpressure, CollectorCounters, ConsumerUnavailable, HttpReceiver
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+JSON = {"Content-Type": "application/json"}
+
+
+def export_with_sdk(receiver: HttpReceiver, emit: Any, headers: dict[str, str] | None = None, **kwargs: Any) -> None:
+    exporter = OTLPSpanExporter(endpoint=f"{receiver.endpoint}/v1/traces", headers=headers, timeout=5, **kwargs)
+    provider = provider_with(exporter, "http-app")
+    emit(provider.get_tracer("test"))
+    provider.shutdown()
+
+
+def rag_trace(tracer: Any) -> None:
+    with tracer.start_as_current_span("rag.request") as root:
+        root.set_attribute("ragmon.feature", "x'); DROP TABLE spans; --")
+        root.set_attribute("ragmon.tenant", "globex")  # spoofing attempt: ignored
+        with tracer.start_as_current_span("embeddings") as span:
+            span.set_attribute("gen_ai.operation.name", "embeddings")
+            span.set_attribute("gen_ai.request.model", "text-embedding-3-small")
+        with tracer.start_as_current_span("retrieve") as span:
+            span.set_attribute("openinference.span.kind", "RETRIEVER")
+            span.set_attribute("retrieval.documents.0.document.id", "d1")
+            span.set_attribute("retrieval.documents.0.document.score", 0.7)
+        with tracer.start_as_current_span("llm") as span:
+            span.set_attribute("traceloop.span.kind", "task")
+            span.set_attribute("llm.request.type", "chat")
+            span.set_attribute("gen_ai.usage.prompt_tokens", 3)
+
+
+def protobuf_body(emit: Any = rag_trace) -> bytes:
+    return sdk_request(emit).SerializeToString()
+
+
+def status_message(response: httpx.Response) -> str:
+    if response.headers["content-type"] == "application/json":
+        return str(response.json()["message"])
+    return status_pb2.Status.FromString(response.content).message
+
+
+def test_sdk_exporter_protobuf_and_gzip(http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
+    export_with_sdk(http_receiver, rag_trace)
+    export_with_sdk(http_receiver, rag_trace, compression=Compression.Gzip)
+    rows = consumer.rows()
+    assert len(rows) == 8 and len(consumer.batches) == 8  # SimpleSpanProcessor: one span per export
+    stages = {row["name"]: row["stage"] for row in rows}
+    assert stages == {"rag.request": "request", "embeddings": "embed", "retrieve": "search", "llm": "generate"}
+    root = consumer.by_name()["rag.request"]
+    assert root["feature"] == "x'); DROP TABLE spans; --" and root["tenant"] == "default"
+    assert root["service"] == "http-app"
+    counters = http_receiver.counters
+    assert counters.get("ragmon_receiver_spans_accepted_total", transport="http") == 8
+    assert counters.get("ragmon_receiver_requests_total", transport="http", outcome="ok") == 8
+    assert counters.get("ragmon_receiver_tenant_attributes_dropped_total") == 2
+
+
+def test_api_key_stamps_tenant_and_missing_key_is_refused(
+    keyed_http_receiver: HttpReceiver, consumer: RecordingConsumer
+) -> None:
+    export_with_sdk(keyed_http_receiver, rag_trace, headers={"Authorization": f"Bearer {API_KEYS['acme']}"})
+    assert {row["tenant"] for row in consumer.rows()} == {"acme"}  # not "globex" from the span attribute
+    url = f"{keyed_http_receiver.endpoint}/v1/traces"
+    body = protobuf_body()
+    with httpx.Client() as client:
+        missing = client.post(url, content=body, headers=PROTOBUF)
+        wrong = client.post(url, content=body, headers={**PROTOBUF, "Authorization": "Bearer nope"})
+        by_header = client.post(url, content=body, headers={**PROTOBUF, "x-api-key": API_KEYS["globex"]})
+    assert missing.status_code == 401 and wrong.status_code == 401
+    assert "API key" in status_message(missing)
+    assert by_header.status_code == 200
+    assert [row["tenant"] for row in consumer.rows()].count("globex") == 4
+    assert len(consumer.batches) == 5  # 4 single-span SDK exports + 1; the refused ones stored nothing
+    assert (
+        keyed_http_receiver.counters.get("ragmon_receiver_requests_total", transport="http", outcome="unauthenticated")
+        == 2
+    )
+
+
+def test_json_body_and_partial_success(http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
+    good = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "json-root",
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000001000000000",
+        "attributes": [{"key": "ragmon.feature", "value": {"stringValue": "qa"}}],
+    }
+    bad_ids = {**good, "name": "bad", "traceId": "00000000000000000000000000000000"}
+    bad_time = {**good, "name": "late", "spanId": "b7ad6b7169203332", "endTimeUnixNano": "1"}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [good, bad_ids, bad_time]}]}]}
+    with httpx.Client() as client:
+        response = client.post(f"{http_receiver.endpoint}/v1/traces", content=json.dumps(doc), headers=JSON)
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    partial = response.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "2"
+    assert "invalid_trace_id=1" in partial["errorMessage"] and "end_before_start=1" in partial["errorMessage"]
+    assert consumer.by_name()["json-root"]["feature"] == "qa" and len(consumer.rows()) == 1
+
+
+def test_protobuf_partial_success(http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
+    request = sdk_request(rag_trace)
+    request.resource_spans[0].scope_spans[0].spans[0].span_id = bytes(8)
+    with httpx.Client() as client:
+        response = client.post(
+            f"{http_receiver.endpoint}/v1/traces", content=request.SerializeToString(), headers=PROTOBUF
+        )
+    assert response.status_code == 200 and response.headers["content-type"] == "application/x-protobuf"
+    parsed = ExportTraceServiceResponse.FromString(response.content)
+    assert parsed.partial_success.rejected_spans == 1
+    assert "invalid_span_id=1" in parsed.partial_success.error_message
+    assert len(consumer.rows()) == 3
+
+
+def test_full_success_leaves_partial_success_unset(http_receiver: HttpReceiver) -> None:
+    with httpx.Client() as client:
+        response = client.post(f"{http_receiver.endpoint}/v1/traces", content=protobuf_body(), headers=PROTOBUF)
+        empty_json = client.post(f"{http_receiver.endpoint}/v1/traces", content=b"{}", headers=JSON)
+    assert response.status_code == 200
+    assert not ExportTraceServiceResponse.FromString(response.content).HasField("partial_success")
+    assert empty_json.status_code == 200 and empty_json.json() == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "fragment"),
+    [
+        (b"\xff\xff\xff\xff", PROTOBUF, 400, "protobuf"),
+        (b'{"resourceSpans": [', JSON, 400, "not valid JSON"),
+        (b'{"resourceSpans": 5}', JSON, 400, "expected an array"),
+        (b"not gzip at all", {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "invalid gzip"),
+        (gzip.compress(b"x" * 100)[:-8], {**PROTOBUF, "Content-Encoding": "gzip"}, 400, "truncated gzip"),
+        (b"a", {**PROTOBUF, "Content-Encoding": "br"}, 415, "Content-Encoding"),
+        (b"a", {"Content-Type": "text/plain"}, 415, "Content-Type"),
+    ],
+)
+def test_bad_bodies_are_answered_with_a_reason_and_store_nothing(
+    http_receiver: HttpReceiver,
+    consumer: RecordingConsumer,
+    body: bytes,
+    headers: dict[str, str],
+    status: int,
+    fragment: str,
+) -> None:
+    with httpx.Client() as client:
+        response = client.post(f"{http_receiver.endpoint}/v1/traces", content=body, headers=headers)
+        health = client.get(f"{http_receiver.endpoint}/health")  # same connection still usable
+    assert response.status_code == status
+    text = response.text if response.headers["content-type"] == "text/plain" else status_message(response)
+    assert fragment in text
+    assert health.status_code == 200 and consumer.calls == 0
+
+
+def test_gzip_bomb_stops_at_the_cap(http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
+    body = bomb.compress(bytes(64 * 1024 * 1024)) + bomb.flush()  # 64 MiB of zeros in ~64 KiB
+    assert len(body) < http_receiver.max_body_bytes
+    with httpx.Client() as client:
+        response = client.post(
+            f"{http_receiver.endpoint}/v1/traces", content=body, headers={**PROTOBUF, "Content-Encoding": "gzip"}
+        )
+    assert response.status_code == 413 and "decompressed" in status_message(response)
+    assert consumer.calls == 0
+
+
+def test_oversized_body_is_refused_from_content_length(http_receiver: HttpReceiver) -> None:
+    # Only the head is sent: the 413 must come from Content-Length, before any body byte is read.
+    with socket.create_connection(("127.0.0.1", http_receiver.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 999999999\r\n\r\n"
+        )
+        reply = sock.recv(65536)
+    assert reply.startswith(b"HTTP/1.1 413 ")
+    assert b"exceeds the limit" in reply and b"Connection: close" in reply
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "retry_after"),
+    [
+        (Backpressure(2.5, "queue full"), 429, "3"),
+        (ConsumerUnavailable(7, "store down"), 503, "7"),
+        (RuntimeError("bug in consumer"), 503, "1"),
+    ],
+)
+def test_backpressure_maps_to_retryable_status(
+    http_receiver: HttpReceiver, consumer: RecordingConsumer, error: BaseException, status: int, retry_after: str
+) -> None:
+    consumer.push_back(error)
+    with httpx.Client() as client:
+        refused = client.post(f"{http_receiver.endpoint}/v1/traces", content=protobuf_body(), headers=PROTOBUF)
+        retried = client.post(f"{http_receiver.endpoint}/v1/traces", content=protobuf_body(), headers=PROTOBUF)
+    assert refused.status_code == status and refused.headers["retry-after"] == retry_after
+    assert retried.status_code == 200 and len(consumer.rows()) == 4
+    reason = {429: "throttled", 503: "unavailable"}[status] if not isinstance(error, RuntimeError) else "consumer_error"
+    assert http_receiver.counters.get("ragmon_receiver_spans_refused_total", transport="http", reason=reason) == 4
+
+
+def test_health_metrics_and_unknown_paths(http_receiver: HttpReceiver) -> None:
+    with httpx.Client() as client:
+        client.post(f"{http_receiver.endpoint}/v1/traces", content=protobuf_body(), headers=PROTOBUF)
+        health = client.get(f"{http_receiver.endpoint}/health")
+        metrics = client.get(f"{http_receiver.endpoint}/metrics")
+        missing = client.get(f"{http_receiver.endpoint}/nope")
+        wrong_method = client.get(f"{http_receiver.endpoint}/v1/traces")
+    assert health.json() == {"status": "ok"}
+    assert 'ragmon_receiver_spans_accepted_total{transport="http"} 4' in metrics.text
+    assert "# TYPE ragmon_receiver_requests_total counter" in metrics.text
+    assert missing.status_code == 404 and wrong_method.status_code == 405
+
+
+def test_extra_metrics_sources_and_port_in_use(consumer: RecordingConsumer) -> None:
+    class Source:
+        def render_prometheus(self) -> str:
+            return "# TYPE ragmon_sampler_kept_total counter\nragmon_sampler_kept_total 3\n"
+
+    with HttpReceiver(consumer, port=0, counters=CollectorCounters(), extra_metrics=[Source()]) as receiver:
+        metrics = httpx.get(f"{receiver.endpoint}/metrics").text
+        assert "ragmon_sampler_kept_total 3" in metrics
+        with pytest.raises(OSError):
+            HttpReceiver(consumer, port=receiver.port).start()  # fail fast at start-up
+
+
+def test_keep_alive_and_pipelined_requests(http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
+    body = protobuf_body()
+    head = (
+        f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", http_receiver.port), timeout=5) as sock:
+        sock.sendall(head + body + head + body + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        replies = b""
+        while chunk := sock.recv(65536):
+            replies += chunk
+    assert replies.count(b"HTTP/1.1 200 OK") == 3 and replies.endswith(b'{"status":"ok"}\n')
+    assert len(consumer.batches) == 2

@@ -30,7 +30,6 @@ _TAG_SPAN_SPAN_ID = b"\x12\x08"  # field 2, 8 bytes
 _TAG_SPAN_TRACE_STATE = b"\x1a"
 _TAG_SPAN_PARENT_ID = b"\x22\x08"  # field 4, 8 bytes
 _TAG_SPAN_NAME = b"\x2a"
-_TAG_SPAN_KIND = b"\x30"
 _TAG_SPAN_START = b"\x39"  # fixed64
 _TAG_SPAN_END = b"\x41"  # fixed64
 _TAG_SPAN_ATTRIBUTE = b"\x4a"  # field 9
@@ -42,6 +41,7 @@ _TAG_SPAN_DROPPED_LINKS = b"\x70"
 _TAG_SPAN_STATUS = b"\x7a"  # field 15
 _TAG_SPAN_FLAGS = b"\x85\x01"  # field 16, fixed32
 _EMPTY_STATUS = b"\x7a\x00"
+_KIND_FIELDS = tuple(b"\x30" + bytes((kind + 1,)) for kind in range(5))  # API INTERNAL=0 → OTLP INTERNAL=1
 _FLAG_HAS_IS_REMOTE = 0x100
 _FLAG_IS_REMOTE = 0x200
 
@@ -57,9 +57,13 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_ONE_BYTE_LENGTHS = tuple(bytes((n,)) for n in range(0x80))
+
+
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field."""
-    return tag + _varint(len(payload)) + payload
+    size = len(payload)
+    return tag + (_ONE_BYTE_LENGTHS[size] if size < 0x80 else _varint(size)) + payload
 
 
 def _utf8(text: str) -> bytes:
@@ -90,25 +94,25 @@ def _any_value(value: Any) -> bytes | None:
 
 
 class _AttributeEncoder:
-    """Encodes KeyValue messages, caching the ones that repeat."""
+    """Encodes KeyValue fields (tag + length + KeyValue), caching whole fields for values that repeat."""
 
     def __init__(self) -> None:
         self._keys: dict[str, bytes] = {}
-        self._pairs: dict[tuple[str, Any], bytes] = {}
+        self._fields: dict[tuple[bytes, str, Any], bytes] = {}
 
-    def key_value(self, key: str, value: Any) -> bytes | None:
+    def field(self, tag: bytes, key: str, value: Any) -> bytes | None:
         kind = type(value)
         if (kind is str and len(value) <= _CACHE_MAX_VALUE_CHARS) or kind is bool:
-            pair = (key, value)
-            encoded = self._pairs.get(pair)
+            cache_key = (tag, key, value)
+            encoded = self._fields.get(cache_key)
             if encoded is None:
-                encoded = self._encode(key, value)
-                if encoded is not None and len(self._pairs) < _CACHE_MAX_ENTRIES:
-                    self._pairs[pair] = encoded
+                encoded = self._encode(tag, key, value)
+                if encoded is not None and len(self._fields) < _CACHE_MAX_ENTRIES:
+                    self._fields[cache_key] = encoded
             return encoded
-        return self._encode(key, value)
+        return self._encode(tag, key, value)
 
-    def _encode(self, key: str, value: Any) -> bytes | None:
+    def _encode(self, tag: bytes, key: str, value: Any) -> bytes | None:
         body = _any_value(value)
         if body is None:
             return None
@@ -117,18 +121,20 @@ class _AttributeEncoder:
             key_field = _field(b"\x0a", _utf8(key))
             if len(self._keys) < _CACHE_MAX_ENTRIES:
                 self._keys[key] = key_field
-        return key_field + _field(b"\x12", body)
+        return _field(tag, key_field + _field(b"\x12", body))
 
     def attributes(self, tag: bytes, attributes: Mapping[str, Any] | None) -> list[bytes]:
         if not attributes:
             return []
-        # BoundedAttributes iterates under a lock; its plain dict is the same data without one lock per key.
-        items = getattr(attributes, "_dict", attributes).items()
+        cached = self._fields
         out = []
-        for key, value in items:
-            encoded = self.key_value(key, value)
-            if encoded is not None:
-                out.append(_field(tag, encoded))
+        for key, value in attributes.items():
+            encoded = cached.get((tag, key, value)) if type(value) is str or type(value) is bool else None
+            if encoded is None:
+                encoded = self.field(tag, key, value)
+                if encoded is None:
+                    continue
+            out.append(encoded)
         return out
 
 
@@ -189,7 +195,15 @@ class SpanEncoder:
         return body
 
     def _span(self, span: ReadableSpan) -> bytes:
-        context = span.context
+        try:  # the SDK span's own fields: its public properties copy events/links and wrap attributes each read
+            context, parent, name, kind = span._context, span._parent, span._name, span._kind
+            start_time, end_time, status = span._start_time, span._end_time, span._status
+            attributes, events, links = span._attributes, span._events, span._links
+        except AttributeError:  # another ReadableSpan implementation: the public view
+            context, parent, name, kind = span.context, span.parent, span.name, span.kind
+            start_time, end_time, status = span.start_time, span.end_time, span.status
+            attributes, events, links = span.attributes, span.events, span.links
+        assert context is not None
         parts = [
             _TAG_SPAN_TRACE_ID,
             context.trace_id.to_bytes(16, "big"),
@@ -201,31 +215,34 @@ class SpanEncoder:
         trace_state = context.trace_state
         if trace_state:
             parts.append(_field(_TAG_SPAN_TRACE_STATE, _utf8(trace_state.to_header())))
-        parent = span.parent
         if parent is not None:
             parts.append(_TAG_SPAN_PARENT_ID)
             parts.append(parent.span_id.to_bytes(8, "big"))
             if parent.is_remote:
                 flags |= _FLAG_IS_REMOTE
-        parts.append(_field(_TAG_SPAN_NAME, _utf8(span.name)))
-        parts.append(_TAG_SPAN_KIND + _varint(span.kind.value + 1))  # API INTERNAL=0 → OTLP SPAN_KIND_INTERNAL=1
-        parts.append(_TAG_SPAN_START + _pack_fixed64(span.start_time or 0))
-        parts.append(_TAG_SPAN_END + _pack_fixed64(span.end_time or 0))
-        parts.extend(self._attrs.attributes(_TAG_SPAN_ATTRIBUTE, span.attributes))
-        if span.dropped_attributes:
-            parts.append(_TAG_SPAN_DROPPED_ATTRIBUTES + _varint(span.dropped_attributes))
-        if span.events:
-            parts.extend(_field(_TAG_SPAN_EVENT, self._event(event)) for event in span.events)
-        if span.dropped_events:
-            parts.append(_TAG_SPAN_DROPPED_EVENTS + _varint(span.dropped_events))
-        if span.links:
-            parts.extend(_field(_TAG_SPAN_LINK, self._link(link)) for link in span.links)
-        if span.dropped_links:
-            parts.append(_TAG_SPAN_DROPPED_LINKS + _varint(span.dropped_links))
-        status = span.status
+        parts.append(_field(_TAG_SPAN_NAME, _utf8(name)))
+        parts.append(_KIND_FIELDS[kind.value])
+        parts.append(_TAG_SPAN_START + _pack_fixed64(start_time or 0))
+        parts.append(_TAG_SPAN_END + _pack_fixed64(end_time or 0))
+        if attributes:
+            parts.extend(self._attrs.attributes(_TAG_SPAN_ATTRIBUTE, getattr(attributes, "_dict", attributes)))
+            dropped = getattr(attributes, "dropped", 0)
+            if dropped:
+                parts.append(_TAG_SPAN_DROPPED_ATTRIBUTES + _varint(dropped))
+        if events:
+            parts.extend(_field(_TAG_SPAN_EVENT, self._event(event)) for event in events)
+            dropped = getattr(events, "dropped", 0)
+            if dropped:
+                parts.append(_TAG_SPAN_DROPPED_EVENTS + _varint(dropped))
+        if links:
+            parts.extend(_field(_TAG_SPAN_LINK, self._link(link)) for link in links)
+            dropped = getattr(links, "dropped", 0)
+            if dropped:
+                parts.append(_TAG_SPAN_DROPPED_LINKS + _varint(dropped))
         code = status.status_code.value
-        if code or status.description:
-            body = _field(b"\x12", _utf8(status.description)) if status.description else b""
+        description = status.description
+        if code or description:
+            body = _field(b"\x12", _utf8(description)) if description else b""
             parts.append(_field(_TAG_SPAN_STATUS, body + b"\x18" + _varint(code)))
         else:
             parts.append(_EMPTY_STATUS)  # receivers expect the field present, as the official encoder sends it

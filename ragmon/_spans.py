@@ -55,26 +55,41 @@ class Document:
     text: str | None = None
 
 
-def _documents(items: Iterable[Any]) -> list[Document]:
-    """Accept (id, score[, text]) tuples, {"id", "score", "text"} mappings, or objects with those attributes."""
-    docs = []
+def _documents(items: Iterable[Any]) -> tuple[list[str], list[float], list[str | None]]:
+    """Ids, scores and texts from (id, score[, text]) tuples, {"id", "score", "text"} mappings or objects."""
+    ids: list[str] = []
+    scores: list[float] = []
+    texts: list[str | None] = []
     for item in items:
-        if isinstance(item, Document):
-            docs.append(item)
-        elif isinstance(item, tuple | list):
-            docs.append(Document(str(item[0]), float(item[1]), item[2] if len(item) > 2 else None))
+        if type(item) is tuple or type(item) is list:  # the common case first: no isinstance chain
+            ids.append(str(item[0]))
+            scores.append(float(item[1]))
+            texts.append(item[2] if len(item) > 2 else None)
         elif isinstance(item, Mapping):
-            docs.append(Document(str(item["id"]), float(item["score"]), item.get("text")))
+            ids.append(str(item["id"]))
+            scores.append(float(item["score"]))
+            texts.append(item.get("text"))
         else:
-            docs.append(Document(str(item.id), float(item.score), getattr(item, "text", None)))
-    return docs
+            ids.append(str(item.id))
+            scores.append(float(item.score))
+            texts.append(getattr(item, "text", None))
+    return ids, scores, texts
+
+
+# The last vector whose norm was computed: apps pass the same query vector to embed and to search, and a
+# 1,536-dimension norm costs ~10 µs. An identity check, so a different vector is never served a stale norm.
+_last_norm: tuple[Any, float] = (None, 0.0)
 
 
 def _l2_norm(vector: Any) -> float:
+    global _last_norm
+    last_vector, last_norm = _last_norm
+    if vector is last_vector:
+        return last_norm
     dot = getattr(vector, "dot", None)  # numpy arrays: one C call
-    if dot is not None:
-        return math.sqrt(float(dot(vector)))
-    return math.hypot(*vector)
+    norm = math.sqrt(float(dot(vector))) if dot is not None else math.hypot(*vector)
+    _last_norm = (vector, norm)
+    return norm
 
 
 def _is_single_vector(vectors: Any) -> bool:
@@ -82,11 +97,11 @@ def _is_single_vector(vectors: Any) -> bool:
     if ndim is not None:
         return bool(ndim == 1)
     first = next(iter(vectors), None)
-    return isinstance(first, int | float)
+    return first is None or isinstance(first, int | float)
 
 
 def _max_norm_deviation(vectors: Any, limit: int) -> float | None:
-    if vectors is None or limit <= 0:
+    if vectors is None or limit <= 0 or len(vectors) == 0:
         return None
     if _is_single_vector(vectors):
         return abs(_l2_norm(vectors) - 1.0)
@@ -337,7 +352,7 @@ class _ModelStage(StageSpan):
 
 
 def _model_attributes(stage: str, model: str | None, provider: str | None) -> dict[str, Any]:
-    attributes: dict[str, Any] = {attr.RAGMON_STAGE: stage, attr.GEN_AI_OPERATION_NAME: attr.OPERATION_BY_STAGE[stage]}
+    attributes: dict[str, Any] = {attr.GEN_AI_OPERATION_NAME: attr.OPERATION_BY_STAGE[stage]}
     if model:
         attributes[attr.GEN_AI_REQUEST_MODEL] = model
     if provider:
@@ -395,7 +410,9 @@ class RequestSpan(StageSpan):
             _count_error("request", exc)
 
 
-_INHERITED_KEYS = frozenset({attr.RAGMON_FEATURE, attr.RAGMON_USER, attr.RAGMON_SESSION})
+# Only the feature rides on every span: per-minute rollups group spans by feature as they arrive, before the root.
+# User and session are per-trace facts; the root carries them.
+_INHERITED_KEYS = frozenset({attr.RAGMON_FEATURE})
 
 
 class EmbedSpan(_ModelStage):
@@ -422,31 +439,29 @@ class EmbedSpan(_ModelStage):
                 deviation = _max_norm_deviation(vectors, max(limit, 1))
                 if deviation is not None:
                     end[attr.RAGMON_QUERY_NORM_DEVIATION] = deviation
-                single = _is_single_vector(vectors)
-                end[attr.RAGMON_EMBEDDING_DIMENSIONS] = len(vectors if single else next(iter(vectors)))
-                if count is None:
-                    count = 1 if single else len(vectors)
-            if count is not None:
+                if count is None and not _is_single_vector(vectors):
+                    count = len(vectors)
+            if count is not None and count != 1:
                 end[attr.RAGMON_EMBEDDING_COUNT] = int(count)
             end.update(attributes)
         except Exception as exc:
             _count_error("embed", exc)
 
 
-def _retrieval_attributes(end: dict[str, Any], documents: Iterable[Any], text_key: str) -> list[Document]:
-    docs = _documents(documents)
-    end[attr.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([{"id": d.id, "score": d.score} for d in docs])
-    end[attr.RAGMON_RETRIEVED_COUNT] = len(docs)
-    if docs:
-        top = docs[0].score
+def _retrieval_attributes(end: dict[str, Any], documents: Iterable[Any], text_key: str) -> int:
+    """Record documents in rank order (ids/scores, rank-1 score, similarity gap, texts if captured); return count."""
+    ids, scores, texts = _documents(documents)
+    end[attr.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([{"id": i, "score": s} for i, s in zip(ids, scores, strict=True)])
+    if ids:
+        top = scores[0]
         end[attr.RAGMON_TOP1_SCORE] = top
-        end[attr.RAGMON_SIMILARITY_GAP] = top - docs[min(_GAP_RANK, len(docs)) - 1].score
+        end[attr.RAGMON_SIMILARITY_GAP] = top - scores[min(_GAP_RANK, len(scores)) - 1]
         state = _state.current
-        if state is not None and state.capture_content and any(d.text is not None for d in docs):
-            texts = [_content(text_key, d.text or "") for d in docs]
-            if all(t is not None for t in texts):
-                end[attr.RAGMON_DOCUMENT_TEXTS] = texts
-    return docs
+        if state is not None and state.capture_content and any(t is not None for t in texts):
+            captured = [_content(text_key, t or "") for t in texts]
+            if all(t is not None for t in captured):
+                end[attr.RAGMON_DOCUMENT_TEXTS] = captured
+    return len(ids)
 
 
 class SearchSpan(StageSpan):
@@ -455,7 +470,7 @@ class SearchSpan(StageSpan):
     kind = SpanKind.CLIENT
 
     def __init__(self, *, top_k: int | None = None, data_source: str | None = None, query: str | None = None) -> None:
-        attributes: dict[str, Any] = {attr.RAGMON_STAGE: "search", attr.GEN_AI_OPERATION_NAME: "retrieval"}
+        attributes: dict[str, Any] = {attr.GEN_AI_OPERATION_NAME: "retrieval"}
         if top_k is not None:
             attributes[attr.GEN_AI_REQUEST_TOP_K] = int(top_k)
         if data_source:
@@ -512,10 +527,8 @@ class RerankSpan(_ModelStage):
         query: str | None = None,
     ) -> None:
         attributes = _model_attributes("rerank", model, provider)
-        if model:
-            attributes[attr.OI_RERANKER_MODEL_NAME] = model
         if top_k is not None:
-            attributes[attr.OI_RERANKER_TOP_K] = int(top_k)
+            attributes[attr.GEN_AI_REQUEST_TOP_K] = int(top_k)
         super().__init__(f"rerank {model}" if model else "rerank", attributes)
         self._init_usage(model)
         self._rerank_query = query
@@ -548,12 +561,13 @@ class RerankSpan(_ModelStage):
             end = self._pending()
             if input_ids is not None:
                 end[attr.RAGMON_RERANK_INPUT_IDS] = [str(i) for i in input_ids]
-            docs = _retrieval_attributes(end, documents, attr.RAGMON_DOCUMENT_TEXTS)
-            if search_units is None and docs:
-                search_units = 1
+            returned = _retrieval_attributes(end, documents, attr.RAGMON_DOCUMENT_TEXTS)
+            if search_units is not None:
+                end[attr.RAGMON_SEARCH_UNITS] = int(search_units)
+            elif returned:
+                search_units = 1  # priced, not recorded: one search unit per call is the common billing
             if search_units is not None:
                 self._search_units = int(search_units)
-                end[attr.RAGMON_SEARCH_UNITS] = self._search_units
             end.update(attributes)
         except Exception as exc:
             _count_error("rerank", exc)
@@ -664,7 +678,6 @@ class ToolSpan(StageSpan):
 
     def __init__(self, name: str, *, arguments: Any = None) -> None:
         attributes = {
-            attr.RAGMON_STAGE: "tool",
             attr.GEN_AI_OPERATION_NAME: "execute_tool",
             attr.GEN_AI_TOOL_NAME: name,
         }

@@ -7,6 +7,7 @@ the agent's normalisers read them, plus the other dialects' names listed at the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 # --- OTel GenAI (Development status) --------------------------------------------------------------------
@@ -41,7 +42,6 @@ OPERATION_BY_STAGE: Final = {
     "rerank": "rerank",  # no OTel value yet; OpenInference calls it RERANKER
     "generate": "chat",
     "tool": "execute_tool",
-    "request": "invoke_workflow",
 }
 
 # --- OpenInference (where OTel has no name) -------------------------------------------------------------
@@ -80,13 +80,11 @@ RAGMON_PRICE_TABLE_VERSION: Final = "ragmon.cost.price_table_version"
 RAGMON_SEARCH_UNITS: Final = "ragmon.rerank.search_units"
 RAGMON_TOP1_SCORE: Final = "ragmon.retrieval.top1_score"
 RAGMON_SIMILARITY_GAP: Final = "ragmon.retrieval.similarity_gap"  # rank-1 minus rank-10 (or last) score
-RAGMON_RETRIEVED_COUNT: Final = "ragmon.retrieval.count"
 RAGMON_DOCUMENT_IDS: Final = "ragmon.retrieval.document_ids"  # list[str], rank order
 RAGMON_DOCUMENT_SCORES: Final = "ragmon.retrieval.document_scores"  # list[float], rank order
 RAGMON_DOCUMENT_TEXTS: Final = "ragmon.retrieval.document_texts"  # content: only with capture on
 RAGMON_QUERY_NORM_DEVIATION: Final = "ragmon.embedding.query_norm_deviation"  # | ||q||_2 - 1 |
 RAGMON_INDEX_NORM_DEVIATION: Final = "ragmon.embedding.index_norm_deviation"  # max over sampled vectors
-RAGMON_EMBEDDING_DIMENSIONS: Final = "ragmon.embedding.dimensions"
 RAGMON_EMBEDDING_COUNT: Final = "ragmon.embedding.count"
 RAGMON_RERANK_INPUT_IDS: Final = "ragmon.rerank.input_ids"
 RAGMON_RERANK_OUTPUT_IDS: Final = "ragmon.rerank.output_ids"
@@ -101,3 +99,15 @@ RAGMON_TENANT: Final = "ragmon.tenant"  # stamped by the agent from the API key,
 RAGMON_SDK_DROPPED_SPANS: Final = "ragmon.sdk.dropped_spans"
 
 STAGES: Final = ("embed", "search", "rerank", "generate", "tool", "request", "other")
+
+_STAGE_BY_OPERATION: Final = {operation: stage for stage, operation in OPERATION_BY_STAGE.items()}
+
+
+def stage_of(attributes: Mapping[str, object] | None) -> str:
+    """The ragmon stage of a span the SDK wrote: the root says it (`ragmon.stage`); the others carry it as their
+    `gen_ai.operation.name`, so the stage costs no extra attribute per span."""
+    attributes = attributes or {}
+    stage = attributes.get(RAGMON_STAGE)
+    if stage is not None:
+        return str(stage)
+    return _STAGE_BY_OPERATION.get(str(attributes.get(GEN_AI_OPERATION_NAME)), "other")

@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragmon
+from ragmon import attributes as attr
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +32,11 @@ class Captured:
         return list(self.exporter.get_finished_spans())
 
     def by_stage(self) -> dict[str, ReadableSpan]:
-        return {str(s.attributes["ragmon.stage"]): s for s in self.spans()}  # type: ignore[index]
+        return {stage_of(s): s for s in self.spans()}
+
+
+def stage_of(span: ReadableSpan) -> str:
+    return attr.stage_of(span.attributes)
 
 
 @pytest.fixture

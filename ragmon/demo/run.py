@@ -106,7 +106,7 @@ def run_demo(
 
 # --- the report --------------------------------------------------------------------------------------------------
 def _stage(span: ReadableSpan) -> str:
-    stage = (span.attributes or {}).get(attr.RAGMON_STAGE)
+    stage = attr.stage_of(span.attributes)
     return str(stage) if stage in STAGE_ORDER else "other"
 
 

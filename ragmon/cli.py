@@ -18,9 +18,31 @@ def _demo_command(parser: argparse.ArgumentParser) -> Command:
     return run.main
 
 
+def _agent_command(name: str) -> Callable[[argparse.ArgumentParser], Command]:
+    def build(parser: argparse.ArgumentParser) -> Command:
+        from ragmon.agent import commands
+
+        getattr(commands, f"add_{name}_arguments")(parser)
+        run: Command = getattr(commands, name)
+        return run
+
+    return build
+
+
+def _calibrate_command(parser: argparse.ArgumentParser) -> Command:
+    from judges import cli
+
+    cli.add_calibrate_arguments(parser)
+    return cli.calibrate
+
+
 # name -> (help, builder that adds the subcommand's arguments and returns its function)
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {
     "demo": ("run the instrumented sample RAG app and show what ragmon records", _demo_command),
+    "serve": ("run the agent: OTLP receivers, tail sampler, ClickHouse store", _agent_command("serve")),
+    "report": ("p50/p95/p99 latency, errors, tokens and cost per feature and stage", _agent_command("report")),
+    "query": ("run read-only SQL against the store", _agent_command("query")),
+    "calibrate": ("agreement of a judge's faithfulness verdicts with human labels", _calibrate_command),
 }
 
 

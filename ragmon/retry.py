@@ -39,8 +39,12 @@ def parse_retry_after(value: str | None, now_s: float | None = None) -> float | 
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    try:
+        seconds = float(value)  # delta-seconds; some APIs (OpenAI) send fractions
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

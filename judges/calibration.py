@@ -1,0 +1,173 @@
+"""Agreement between a judge's faithfulness verdicts and human labels: accuracy, balanced accuracy, Cohen's
+kappa, TPR/TNR ("faithful" is the positive class), per dataset kind and overall, next to a lexical-overlap
+baseline computed in the same run.
+
+Rows are split by a fixed hash of their id into a fitting part (70 %) and a held-out part (30 %): thresholds and
+features are chosen on the first, figures worth quoting come from the second. The judge's own threshold comes
+from its config unless `fit_threshold` is asked for (then it is fitted on the fitting part of the rows given).
+The baseline's threshold is always fitted on the fitting part — the baseline is allowed to be tuned; the judge
+is not, which makes "beats the baseline" a fair claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from judges.lexical import overlap_baseline
+from judges.protocol import Judge
+from judges.types import RagSample
+
+Split = Literal["all", "fit", "heldout"]
+HELDOUT_BUCKETS = 3  # sha256(id) % 10 in {7, 8, 9}: held out
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRow:
+    id: str
+    dataset: str
+    sample: RagSample
+    faithful: bool
+
+
+def is_heldout(row_id: str) -> bool:
+    return int(hashlib.sha256(row_id.encode()).hexdigest()[:8], 16) % 10 >= 10 - HELDOUT_BUCKETS
+
+
+def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
+    """Rows with a boolean `label.faithful` (null ones are skipped), optionally one part of the split."""
+    rows = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            raw = json.loads(line)
+            faithful = (raw.get("label") or {}).get("faithful")
+            if not isinstance(faithful, bool):
+                continue
+            row_id = str(raw["id"])
+            if split != "all" and is_heldout(row_id) != (split == "heldout"):
+                continue
+            context = raw.get("context") or []
+            sample = RagSample(
+                question=str(raw.get("question") or ""),
+                answer=str(raw.get("answer") or ""),
+                passages=[context] if isinstance(context, str) else [str(c) for c in context],
+            )
+            rows.append(LabelledRow(row_id, str(raw.get("dataset") or "unknown"), sample, faithful))
+    return rows
+
+
+def agreement(labels: Sequence[bool], predictions: Sequence[bool]) -> dict[str, float | int | None]:
+    """Agreement figures; None where undefined (e.g. TPR with no positive label, kappa when p_e = 1)."""
+    n = len(labels)
+    tp = sum(1 for y, p in zip(labels, predictions, strict=True) if y and p)
+    tn = sum(1 for y, p in zip(labels, predictions, strict=True) if not y and not p)
+    positives = sum(labels)
+    negatives = n - positives
+    if n == 0:
+        return {"n": 0, "accuracy": None, "balanced_accuracy": None, "kappa": None, "tpr": None, "tnr": None}
+    accuracy = (tp + tn) / n
+    tpr = tp / positives if positives else None
+    tnr = tn / negatives if negatives else None
+    balanced = (tpr + tnr) / 2 if tpr is not None and tnr is not None else None
+    predicted_positive = sum(predictions) / n
+    expected = (positives / n) * predicted_positive + (negatives / n) * (1 - predicted_positive)
+    kappa = (accuracy - expected) / (1 - expected) if expected < 1 else None
+    return {"n": n, "accuracy": accuracy, "balanced_accuracy": balanced, "kappa": kappa, "tpr": tpr, "tnr": tnr}
+
+
+def fit_threshold(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """The threshold t (faithful iff score ≥ t) with the highest Cohen's kappa; the lowest such t on ties."""
+    best_t, best_k = 0.5, float("-inf")
+    for t in sorted(set(scores)):
+        kappa = agreement(labels, [s >= t for s in scores])["kappa"]
+        if kappa is not None and kappa > best_k:
+            best_t, best_k = t, kappa
+    return best_t
+
+
+def _report(rows: Sequence[LabelledRow], predictions: Sequence[bool], threshold: float) -> dict[str, Any]:
+    report: dict[str, Any] = {**agreement([r.faithful for r in rows], predictions), "threshold": threshold}
+    by_kind: dict[str, Any] = {}
+    for kind in sorted({r.dataset for r in rows}):
+        picked = [(r.faithful, p) for r, p in zip(rows, predictions, strict=True) if r.dataset == kind]
+        by_kind[kind] = agreement([y for y, _ in picked], [p for _, p in picked])
+    report["by_dataset"] = by_kind
+    return report
+
+
+async def score_rows(judge: Judge, rows: Sequence[LabelledRow], concurrency: int = 8) -> list[float | None]:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(row: LabelledRow) -> float | None:
+        async with slots:
+            return (await judge.score("faithfulness", row.sample)).value
+
+    return list(await asyncio.gather(*(one(r) for r in rows)))
+
+
+async def calibrate(
+    judge: Judge,
+    rows: Sequence[LabelledRow],
+    *,
+    threshold: float | None = None,
+    fit: bool = False,
+    split: Split = "all",
+) -> dict[str, Any]:
+    """Score `rows` (all of them: fitting needs the fitting part) and report on the `split` asked for."""
+    values = await score_rows(judge, rows)
+    # An unscored row (empty answer, no passages, judge error) is predicted "not faithful" and counted: dropping
+    # it would flatter the judge.
+    scores = [v if v is not None else float("-inf") for v in values]
+    fitting = [i for i, r in enumerate(rows) if not is_heldout(r.id)]
+    if fit:
+        chosen = fit_threshold([scores[i] for i in fitting], [rows[i].faithful for i in fitting]) if fitting else 0.5
+    else:
+        chosen = threshold if threshold is not None else judge.faithfulness_threshold
+    baseline_scores = [overlap_baseline(r.sample.answer, r.sample.passages) for r in rows]
+    base_fit = fitting or list(range(len(rows)))
+    baseline_t = fit_threshold([baseline_scores[i] for i in base_fit], [rows[i].faithful for i in base_fit])
+    report_idx = [i for i, r in enumerate(rows) if split == "all" or is_heldout(r.id) == (split == "heldout")]
+    picked = [rows[i] for i in report_idx]
+    out = _report(picked, [scores[i] >= chosen for i in report_idx], chosen)
+    out["judge"] = judge.version
+    out["split"] = split
+    out["threshold_source"] = "fitted on the fitting split" if fit else ("given" if threshold is not None else "config")
+    out["unscored"] = sum(1 for i in report_idx if values[i] is None)
+    out["baseline"] = {
+        "method": "token overlap (share of answer words in the passages), threshold fitted on the fitting split",
+        **_report(picked, [baseline_scores[i] >= baseline_t for i in report_idx], baseline_t),
+    }
+    return out
+
+
+def format_report(report: dict[str, Any]) -> str:
+    def fmt(x: Any) -> str:
+        return "  n/a" if x is None else f"{x:5.3f}" if isinstance(x, float) else str(x)
+
+    lines = [
+        f"judge {report['judge']}  split {report['split']}  threshold {report['threshold']:.3f} "
+        f"({report['threshold_source']})  unscored {report['unscored']}",
+        f"{'kind':<14}{'who':<10}{'n':>6}{'acc':>7}{'bal':>7}{'kappa':>7}{'tpr':>7}{'tnr':>7}",
+    ]
+
+    def row(kind: str, who: str, figures: dict[str, Any]) -> str:
+        cells = "".join(f"{fmt(figures[k]):>7}" for k in ("accuracy", "balanced_accuracy", "kappa", "tpr", "tnr"))
+        return f"{kind:<14}{who:<10}{figures['n']:>6}{cells}"
+
+    kinds: Iterable[str] = report["by_dataset"]
+    for kind in [*kinds, "overall"]:
+        judge_figures = report if kind == "overall" else report["by_dataset"][kind]
+        base_figures = report["baseline"] if kind == "overall" else report["baseline"]["by_dataset"][kind]
+        lines.append(row(kind, "judge", judge_figures))
+        lines.append(row("", "overlap", base_figures))
+    lines.append(
+        f"baseline threshold {report['baseline']['threshold']:.3f} (token overlap, fitted on the fitting split)"
+    )
+    return "\n".join(lines)

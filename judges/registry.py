@@ -1,0 +1,57 @@
+"""Judge backends by name: the built-ins ("local", "llm") and any plugin registered under the entry-point group
+``ragmon.judges`` (a callable taking the JudgeSettings and returning a Judge). An unknown name fails loudly,
+naming the group and what is available."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+from judges.protocol import Judge
+from ragmon.settings import JudgeSettings
+
+ENTRY_POINT_GROUP = "ragmon.judges"
+
+
+def _local(settings: JudgeSettings, **options: Any) -> Judge:
+    from judges.local_judge import LocalJudge
+
+    return LocalJudge(**options)
+
+
+def _llm(settings: JudgeSettings, **options: Any) -> Judge:
+    from judges.llm_judge import LLMJudge, LLMJudgeConfig
+
+    if not settings.base_url:
+        raise ValueError("the llm judge needs judge.base_url (RAGMON_JUDGE__BASE_URL)")
+    config = LLMJudgeConfig(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        model=settings.model,
+        requests_per_minute=settings.requests_per_minute,
+        budget_usd=settings.budget_usd,
+        **options,
+    )
+    return LLMJudge(config)
+
+
+BUILTIN = {"local": _local, "llm": _llm}
+
+
+def available() -> list[str]:
+    return sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+
+
+def make_judge(name: str, settings: JudgeSettings | None = None, **options: Any) -> Judge:
+    settings = settings or JudgeSettings()
+    factory = BUILTIN.get(name)
+    if factory is not None:
+        return factory(settings, **options)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            judge: Judge = ep.load()(settings, **options)
+            return judge
+    raise ValueError(
+        f"unknown judge {name!r}: not built in and not in entry-point group {ENTRY_POINT_GROUP!r}; "
+        f"available: {', '.join(available())}"
+    )

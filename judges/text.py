@@ -1,0 +1,265 @@
+"""Text handling for judges that read without a model: citation stripping, sentence and clause splitting,
+tokens with a light stemmer, numbers, negations, refusals.
+
+Deliberately small and rule-based: the local judge must run anywhere, and every rule here is a cue that can be
+measured on labelled data (see judges/calibration.py), not a claim to understand language.
+"""
+
+from __future__ import annotations
+
+import re
+
+# [1], [1, 2], [1-3], [doc1], 【1】, ^1^ — markers an answer uses to cite passages. They assert nothing.
+_CITATION = re.compile(r"\s*(\[(?:\d+(?:\s*[,\-–]\s*\d+)*|doc\s*\d+|source\s*\d+)\]|【\d+】|\^\d+\^)", re.IGNORECASE)
+# A sentence ends at . ! ? followed by space and a capital/digit/quote, or at a newline. Abbreviations such as
+# "U.S." or "Dr." are protected below, since a wrong split makes two half-claims that both look unsupported.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9])|\n+")
+_ABBREVIATIONS = ("Mr.", "Mrs.", "Ms.", "Dr.", "St.", "Jr.", "Sr.", "vs.", "e.g.", "i.e.", "etc.", "No.", "Inc.")
+# Clause boundaries for atomic claims: "; " and ", and/but/while/whereas " joining two assertions.
+_CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?:and|but|while|whereas|although)\s+(?=\w+\s+\w+)", re.IGNORECASE)
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "at",
+        "by",
+        "for",
+        "with",
+        "about",
+        "against",
+        "between",
+        "into",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "to",
+        "from",
+        "up",
+        "down",
+        "in",
+        "out",
+        "on",
+        "off",
+        "over",
+        "under",
+        "again",
+        "further",
+        "then",
+        "once",
+        "here",
+        "there",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "only",
+        "own",
+        "same",
+        "so",
+        "than",
+        "too",
+        "very",
+        "can",
+        "will",
+        "just",
+        "should",
+        "now",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "have",
+        "has",
+        "had",
+        "having",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "would",
+        "could",
+        "might",
+        "must",
+        "shall",
+        "may",
+        "i",
+        "me",
+        "my",
+        "myself",
+        "we",
+        "our",
+        "ours",
+        "you",
+        "your",
+        "yours",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "hers",
+        "it",
+        "its",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "this",
+        "that",
+        "these",
+        "those",
+        "am",
+        "as",
+        "until",
+        "while",
+        "also",
+        "s",
+        "t",
+        "don't",
+        "it's",
+        "i'm",
+        "that's",
+        "there's",
+        "yes",
+        "yeah",
+        "oh",
+        "well",
+        "like",
+        "really",
+        "think",
+        "know",
+        "one",
+        "get",
+        "got",
+    ]
+)
+NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "without"})
+_NEGATION_SUFFIX = "n't"
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll", "we", "us", "our"})
+SECOND_PERSON = frozenset({"you", "your", "yours", "you're", "you've"})
+
+_REFUSAL = re.compile(
+    r"^\s*(?:i'?m sorry|sorry|i (?:do not|don't|cannot|can't|am unable to|couldn't)|unfortunately,? i|"
+    r"(?:the )?(?:provided |given )?(?:context|passages?|documents?|sources?) (?:does|do) not (?:contain|mention|say)|"
+    r"i have no information|there is no information|no information (?:is )?(?:available|provided))",
+    re.IGNORECASE,
+)
+_NONCOMMITTAL = re.compile(
+    r"\b(?:i don'?t know|i do not know|i'?m not sure|i am not sure|not sure|cannot (?:answer|determine|say)|"
+    r"can'?t (?:answer|determine|say)|unable to (?:answer|determine)|no (?:relevant )?information)\b",
+    re.IGNORECASE,
+)
+
+
+def strip_citations(text: str) -> str:
+    """The answer without citation markers: "Paris is the capital [1]." → "Paris is the capital."."""
+    return _CITATION.sub("", text).strip()
+
+
+def sentences(text: str) -> list[str]:
+    protected = text
+    for i, abbreviation in enumerate(_ABBREVIATIONS):
+        protected = protected.replace(abbreviation, f"\x00{i}\x00")
+    parts = _SENTENCE_END.split(protected)
+    out = []
+    for part in parts:
+        for i, abbreviation in enumerate(_ABBREVIATIONS):
+            part = part.replace(f"\x00{i}\x00", abbreviation)
+        part = part.strip()
+        if part:
+            out.append(part)
+    return out
+
+
+def split_claims(answer: str) -> list[str]:
+    """Atomic-ish claims: sentences, then clauses joined by ';' or ', and/but ...'. Citation markers go first.
+
+    Fragments without a content word (a lone "Yes", "Sure!") assert nothing checkable and are dropped.
+    """
+    claims = []
+    for sentence in sentences(strip_citations(answer)):
+        for clause in _CLAUSE_SPLIT.split(sentence):
+            clause = clause.strip(" ,;")
+            if content_tokens(clause):
+                claims.append(clause)
+    return claims
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; a possessive "'s" is dropped so "Presley's" and "Presley 's" both give "presley"."""
+    return [t.removesuffix("'s") for t in _TOKEN.findall(text.lower().replace("’", "'"))]
+
+
+def stem(word: str) -> str:
+    """A stemming-lite: strip common English suffixes so "wins", "winning" and "won't-win" meet. Not Porter:
+    it only has to make the same word in two inflections compare equal, and errors cost little here."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    for suffix, keep in (
+        ("'s", 0),
+        ("ies", 3),
+        ("ied", 3),
+        ("ing", 4),
+        ("edly", 4),
+        ("ed", 4),
+        ("ly", 4),
+        ("es", 4),
+        ("s", 3),
+    ):
+        if word.endswith(suffix) and len(word) - len(suffix) >= keep:
+            word = word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+                word = word[:-1]  # "winn" → "win", "stopp" → "stop"; keeps "fall", "pass"
+            break
+    return word
+
+
+def content_tokens(text: str) -> list[str]:
+    """Stemmed tokens that carry content (no stopwords, no negations, no lone letters)."""
+    return [stem(t) for t in tokens(text) if t not in STOPWORDS and t not in NEGATIONS and len(t) > 1]
+
+
+def numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def has_negation(text: str) -> bool:
+    return any(t in NEGATIONS or t.endswith(_NEGATION_SUFFIX) for t in tokens(text))
+
+
+def is_refusal(answer: str) -> bool:
+    """An answer that declines to answer ("I'm sorry, the context does not say") asserts nothing."""
+    return bool(_REFUSAL.match(strip_citations(answer)))
+
+
+def is_noncommittal(answer: str) -> bool:
+    return bool(_NONCOMMITTAL.search(answer))

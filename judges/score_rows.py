@@ -1,0 +1,98 @@
+"""Score rows: one dict per (trace, metric, judge version), shaped like `sinks.schema.SCORE_COLUMNS`.
+
+Rows carry a few keys the scores table does not have yet (see `EXTRA_SCORE_KEYS`): per-claim flags and evidence
+inside `claims`, the metric's `flags` (refusal, noncommittal, unparseable_verdicts), the number of judge calls, and
+the trace's sampling reason and inclusion probability (its weight is 1 / inclusion_probability). A store that
+lacks them drops them at its adapter (judges/store_adapter.py) instead of failing the insert.
+
+Rows are plain JSON values (times as integer unix nanoseconds), because they wait in the queue file before they
+reach the store, and a re-sent row must be byte-identical to the first send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from judges.queue import Lease
+from judges.types import MetricResult, Status
+
+# Keys the rows have beyond today's SCORE_COLUMNS (and claim fields beyond its (claim, verdict, reason) tuple).
+EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability")
+EXTRA_CLAIM_KEYS = ("flag", "support")
+
+
+def score_row(
+    lease: Lease,
+    result: MetricResult,
+    *,
+    judge_version: str,
+    feature: str,
+    run_name: str = "",
+    scored_at_ns: int | None = None,
+) -> dict[str, Any]:
+    usage = result.usage
+    return {
+        "tenant": lease.tenant,
+        "trace_id": lease.trace_id,
+        "feature": feature,
+        "metric": result.metric,
+        "judge_version": judge_version,
+        # A value only with status ok: a failure is never a number (GUIDE §3).
+        "value": result.value if result.status is Status.OK else None,
+        "status": str(result.status),
+        "explanation": result.explanation,
+        "claims": [
+            {
+                "claim": c.claim,
+                "verdict": str(c.verdict),
+                "reason": c.reason,
+                "flag": c.flag,
+                "support": c.support,
+            }
+            for c in result.claims
+        ],
+        "flags": list(result.flags),
+        "judge_model": result.judge_model,
+        "prompt_version": result.prompt_version,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+        "judge_calls": usage.calls,
+        "run_name": run_name,
+        "scored_at": time.time_ns() if scored_at_ns is None else scored_at_ns,
+        "sampling_reason": lease.sampling_reason,
+        "inclusion_probability": lease.inclusion_probability,
+    }
+
+
+def status_rows(
+    lease: Lease,
+    metrics: Sequence[str],
+    status: Status,
+    explanation: str,
+    *,
+    judge_version: str,
+    feature: str,
+    run_name: str = "",
+) -> list[dict[str, Any]]:
+    """The same non-ok status for every metric of a trace (payload missing, gave up)."""
+    now_ns = time.time_ns()
+    return [
+        score_row(
+            lease,
+            MetricResult.failed(metric, status, explanation),
+            judge_version=judge_version,
+            feature=feature,
+            run_name=run_name,
+            scored_at_ns=now_ns,
+        )
+        for metric in metrics
+    ]
+
+
+def summary_status(rows: Sequence[dict[str, Any]]) -> str:
+    """One status for a trace's rows: theirs when they agree, else "mixed"."""
+    statuses = {str(r["status"]) for r in rows}
+    return statuses.pop() if len(statuses) == 1 else "mixed"

@@ -1,0 +1,343 @@
+"""The asyncio judge worker: leases kept traces from the queue, scores them, and hands the rows to the store.
+
+For each leased trace: fetch its payload (`PayloadSource`; None → every metric `skipped`, "payload missing"), run
+the configured metrics with the judge (concurrently per trace; `concurrency` traces at once — the judge's own
+requests-per-minute bucket, concurrency limit and budget pace its calls), record the rows in the queue file, then
+deliver them in batches (`ScoreSink`) and mark the items done. Each score is also emitted as an OpenTelemetry
+evaluation record (judges/evaluation_records.py) through an injectable tracer.
+
+Nothing is lost and nothing is fabricated: every leased trace ends with one row per metric — a value, or an
+explicit non-ok status (unscorable, parse_error, llm_error, budget_exhausted, skipped). A payload source that
+fails (store down) puts the item back with a delay; after `max_attempts` leases (failures or crashed workers) the
+item is failed with `skipped` rows that say why. A judge that raises (a bug) gives `llm_error` rows, never a crash.
+
+Lifecycle: `await worker.run()` until `await worker.stop(timeout_s)` — which stops leasing, lets in-flight traces
+finish within the timeout, puts the rest back in the queue without counting the attempt, delivers what was
+recorded, and returns. `run(until_empty=True)` returns by itself when the queue has nothing left to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from opentelemetry.trace import Tracer
+
+from judges import evaluation_records
+from judges.llm_judge import current_feature
+from judges.metrics import AnswerRelevance, ContextPrecision, ContextRelevance, Faithfulness
+from judges.protocol import Judge
+from judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, Recorded
+from judges.score_rows import score_row, status_rows, summary_status
+from judges.types import MetricResult, RagSample, Status
+
+log = logging.getLogger("ragmon.judges")
+
+# Online metrics: context recall needs a reference answer, which production traffic lacks (it would be `skipped`).
+DEFAULT_METRICS = (Faithfulness.name, AnswerRelevance.name, ContextPrecision.name, ContextRelevance.name)
+
+
+class PayloadSource(Protocol):
+    """A kept trace's question, passages and answer; None when the payload is not (or no longer) stored."""
+
+    async def payload(self, tenant: str, trace_id: str) -> RagSample | None: ...
+
+
+class ScoreSink(Protocol):
+    """Writes score rows (dicts shaped like sinks.schema.SCORE_COLUMNS). Raising means nothing was written for
+    sure; the rows are sent again later, identical, so a sink should deduplicate identical re-sends."""
+
+    def write(self, rows: list[dict[str, Any]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    concurrency: int = 16  # traces judged at once; enough to keep a 600 rpm judge busy at 200 ms replies
+    lease_s: float = DEFAULT_LEASE_S  # renewed every lease_s / 3 while a trace is judged
+    idle_poll_s: float = 0.5  # how often an idle worker looks for new items
+    max_attempts: int = 5  # leases per item before it is failed
+    payload_retry_s: float = 5.0  # a failing payload source: try the item again after this
+    delivery_batch_rows: int = 500
+    delivery_interval_s: float = 1.0  # recorded rows wait at most this long for a fuller batch
+    delivery_retry_s: float = 2.0  # after a failed write
+    run_name: str = ""  # '' online; a name for back-evaluation runs
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or self.max_attempts < 1 or self.lease_s <= 0:
+            raise ValueError("concurrency and max_attempts must be >= 1 and lease_s > 0")
+        if not self.metrics:
+            raise ValueError("at least one metric")
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    traces: Counter[str]  # finished traces by summary status ("ok", "budget_exhausted", "mixed", ...)
+    scores: Counter[str]  # rows by status
+    lease_lost: int = 0  # results dropped because another worker had taken the item over
+    payload_errors: int = 0
+    delivery_errors: int = 0
+    rows_delivered: int = 0
+    released_on_stop: int = 0
+
+
+class JudgeWorker:
+    def __init__(
+        self,
+        queue: JudgeQueue,
+        judge: Judge,
+        payloads: PayloadSource,
+        sink: ScoreSink,
+        *,
+        config: WorkerConfig | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.queue = queue
+        self.judge = judge
+        self.payloads = payloads
+        self.sink = sink
+        self.config = config or WorkerConfig()
+        self.judge_version = judge.version
+        self._tracer = tracer or evaluation_records.default_tracer()
+        self.stats = WorkerStats(traces=Counter(), scores=Counter())
+        self._in_flight: dict[asyncio.Task[None], Lease] = {}
+        self._undelivered: dict[tuple[str, str, str], Lease] = {}  # recorded here, not yet in the store
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._stop_timeout_s = 10.0
+        self._finished = asyncio.Event()
+        self._last_delivery = time.monotonic()
+        self._delivery_not_before = 0.0
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    async def run(self, *, until_empty: bool = False) -> None:
+        renewer = asyncio.create_task(self._renew_leases())
+        try:
+            while not self._stopping:
+                await self._deliver(force=False)
+                free = self.config.concurrency - len(self._in_flight)
+                if free > 0:
+                    for lease in await asyncio.to_thread(
+                        self.queue.lease, free, self.config.lease_s, judge_version=self.judge_version
+                    ):
+                        self._in_flight[asyncio.create_task(self._judge(lease))] = lease
+                if until_empty and not self._in_flight:
+                    await self._deliver(force=True)
+                    if await asyncio.to_thread(self.queue.pending) == 0:
+                        break
+                await self._wait()
+        finally:
+            await self._shut_down()
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            self._finished.set()
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop leasing, finish in-flight traces within `timeout_s`, put the rest back, deliver, return."""
+        self._stop_timeout_s = timeout_s
+        self._stopping = True
+        self._wake.set()
+        await self._finished.wait()
+
+    async def _wait(self) -> None:
+        """Until a trace finishes, stop() is called, or it is time to deliver or poll again."""
+        timeout_s = self.config.idle_poll_s
+        if self._undelivered:
+            # Wake when the batch is due, but not before a failed write's retry delay has passed.
+            due_in_s = max(
+                self.config.delivery_interval_s - self._since_delivery_s(),
+                self._delivery_not_before - time.monotonic(),
+                0.0,
+            )
+            timeout_s = min(timeout_s, due_in_s)
+        self._wake.clear()  # a trace finishing from now on sets it again
+        if not any(t.done() for t in self._in_flight):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout_s)
+        for task in [t for t in self._in_flight if t.done()]:
+            del self._in_flight[task]
+
+    async def _shut_down(self) -> None:
+        if self._in_flight:
+            _, pending = await asyncio.wait(list(self._in_flight), timeout=self._stop_timeout_s)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                # Stopping is not the item's fault: its attempt is not counted.
+                if await asyncio.to_thread(self.queue.release, self._in_flight[task], count_attempt=False):
+                    self.stats.released_on_stop += 1
+            self._in_flight.clear()
+        self._delivery_not_before = 0.0
+        await self._deliver(force=True)
+
+    def _since_delivery_s(self) -> float:
+        return time.monotonic() - self._last_delivery
+
+    # -- judging one trace ---------------------------------------------------------------------------------
+    async def _judge(self, lease: Lease) -> None:
+        try:
+            await self._judge_unguarded(lease)
+        finally:
+            self._wake.set()
+
+    async def _judge_unguarded(self, lease: Lease) -> None:
+        config = self.config
+        feature = lease.feature
+        final_state = ItemState.DONE
+        error = ""
+        if lease.attempts > config.max_attempts:
+            error = f"gave up after {lease.attempts - 1} attempts: {lease.last_error or 'unknown error'}"
+            rows = status_rows(
+                lease,
+                config.metrics,
+                Status.SKIPPED,
+                error,
+                judge_version=self.judge_version,
+                feature=feature,
+                run_name=config.run_name,
+            )
+            final_state = ItemState.FAILED
+        else:
+            try:
+                sample = await self.payloads.payload(lease.tenant, lease.trace_id)
+            except Exception as exc:  # the store is down or broken: retry later, bounded by max_attempts
+                self.stats.payload_errors += 1
+                await asyncio.to_thread(
+                    self.queue.release, lease, retry_in_s=config.payload_retry_s, error=f"payload source: {exc!r}"
+                )
+                return
+            if sample is None:
+                rows = status_rows(
+                    lease,
+                    config.metrics,
+                    Status.SKIPPED,
+                    "payload missing",
+                    judge_version=self.judge_version,
+                    feature=feature,
+                    run_name=config.run_name,
+                )
+            else:
+                described = _with_payload_fields(lease, sample)
+                feature = described.feature
+                results = await asyncio.gather(*(self._score(m, sample, feature) for m in config.metrics))
+                now_ns = time.time_ns()
+                rows = [
+                    score_row(
+                        described,
+                        r,
+                        judge_version=self.judge_version,
+                        feature=feature,
+                        run_name=config.run_name,
+                        scored_at_ns=now_ns,
+                    )
+                    for r in results
+                ]
+        status = summary_status(rows)
+        recorded = await asyncio.to_thread(
+            self.queue.record, lease, rows, status=status, final_state=final_state, error=error
+        )
+        if not recorded:
+            self.stats.lease_lost += 1
+            return
+        self._undelivered[lease.key] = lease
+        self.stats.traces[status] += 1
+        for row in rows:
+            self.stats.scores[row["status"]] += 1
+            self._emit(row, lease)
+
+    async def _score(self, metric: str, sample: RagSample, feature: str) -> MetricResult:
+        token = current_feature.set(feature)  # the judge charges per-feature budgets to it
+        try:
+            return await self.judge.score(metric, sample)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a judge bug must not take the worker down or lose the trace
+            return MetricResult.failed(metric, Status.LLM_ERROR, f"judge raised {exc!r}")
+        finally:
+            current_feature.reset(token)
+
+    def _emit(self, row: dict[str, Any], lease: Lease) -> None:
+        try:
+            evaluation_records.emit(
+                self._tracer,
+                row,
+                span_id=lease.span_id,
+                faithfulness_threshold=self.judge.faithfulness_threshold,
+            )
+        except Exception:  # telemetry about scores must never cost a score
+            log.exception("could not emit an evaluation record")
+
+    # -- delivery ------------------------------------------------------------------------------------------
+    async def _deliver(self, *, force: bool) -> None:
+        """Write recorded rows to the sink: this worker's, and any a dead worker left behind."""
+        now = time.monotonic()
+        if now < self._delivery_not_before:
+            return
+        due = force or self._since_delivery_s() >= self.config.delivery_interval_s
+        if not due and len(self._undelivered) * len(self.config.metrics) < self.config.delivery_batch_rows:
+            return
+        self._last_delivery = now
+        while True:
+            per_batch = max(1, self.config.delivery_batch_rows // len(self.config.metrics))
+            items = await asyncio.to_thread(
+                self.queue.take_recorded,
+                per_batch,
+                self.config.lease_s,
+                tokens={lease.token for lease in self._undelivered.values()},
+            )
+            if not items:
+                return
+            if not await self._write(items):
+                return
+            if len(items) < per_batch:
+                return
+
+    async def _write(self, items: Sequence[Recorded]) -> bool:
+        rows = [row for item in items for row in item.rows]
+        try:
+            await asyncio.to_thread(self.sink.write, rows)
+        except Exception as exc:
+            self.stats.delivery_errors += 1
+            if self.stats.delivery_errors == 1 or self.stats.delivery_errors % 100 == 0:
+                log.warning("score sink failed (%d times so far): %r", self.stats.delivery_errors, exc)
+            await asyncio.to_thread(self.queue.return_recorded, items)
+            for item in items:  # returned items are anyone's now; they come back through take_recorded
+                self._undelivered.pop(item.key, None)
+            self._delivery_not_before = time.monotonic() + self.config.delivery_retry_s
+            return False
+        await asyncio.to_thread(self.queue.delivered, items)
+        self.stats.rows_delivered += len(rows)
+        for item in items:
+            self._undelivered.pop(item.key, None)
+        return True
+
+    # -- leases --------------------------------------------------------------------------------------------
+    async def _renew_leases(self) -> None:
+        interval_s = self.config.lease_s / 3
+        while True:
+            await asyncio.sleep(interval_s)
+            held = [*self._in_flight.values(), *self._undelivered.values()]
+            if held:
+                await asyncio.to_thread(self.queue.renew, held, self.config.lease_s)
+
+
+def _with_payload_fields(lease: Lease, sample: RagSample) -> Lease:
+    """Feature and sampling fields the queue item lacks, taken from a payload that has them (a stored payload
+    carries its feature, sampling reason and inclusion probability; a bare RagSample does not)."""
+    feature = lease.feature or str(getattr(sample, "feature", "") or "")
+    reason = lease.sampling_reason or str(getattr(sample, "sampling_reason", "") or "")
+    probability = lease.inclusion_probability
+    if probability is None:
+        stored = getattr(sample, "inclusion_probability", None)
+        probability = float(stored) if stored is not None else None
+    return dataclasses.replace(lease, feature=feature, sampling_reason=reason, inclusion_probability=probability)

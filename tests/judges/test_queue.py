@@ -1,0 +1,144 @@
+"""The durable judge queue: idempotent enqueue, leases that expire (time driven by hand), fencing of a lost
+lease, the outbox step, and two queue handles sharing one file."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from judges.queue import ItemState, JudgeQueue, Kept
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_s = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def queue(tmp_path: Path, clock: Clock) -> Iterator[JudgeQueue]:
+    q = JudgeQueue.in_data_dir(tmp_path, clock=clock)
+    yield q
+    q.close()
+
+
+def kept(n: int, tenant: str = "t") -> list[Kept]:
+    return [Kept(tenant, f"{i:032x}", feature="faq") for i in range(n)]
+
+
+def test_enqueue_is_idempotent_per_judge_version(queue: JudgeQueue) -> None:
+    assert queue.enqueue(kept(3), "v1") == 3
+    assert queue.enqueue(kept(3), "v1") == 0  # same keys: nothing new
+    assert queue.enqueue(kept(3), "v2") == 3  # a new judge version is a new item
+    assert queue.enqueue(kept(3, tenant="other"), "v1") == 3
+    assert queue.counts()[ItemState.QUEUED] == 9
+
+
+def test_a_finished_item_is_not_reopened_by_enqueue(queue: JudgeQueue) -> None:
+    queue.enqueue(kept(1), "v1")
+    (lease,) = queue.lease(10)
+    assert queue.record(lease, [{"metric": "m", "status": "ok"}], status="ok")
+    (recorded,) = queue.take_recorded(10, tokens={lease.token})
+    assert queue.delivered([recorded]) == 1
+    assert queue.enqueue(kept(1), "v1") == 0
+    assert queue.lease(10) == []
+    assert queue.counts().by_status == {"ok": 1}
+
+
+def test_lease_expiry_hands_the_item_to_another_worker_and_fences_the_first(queue: JudgeQueue, clock: Clock) -> None:
+    queue.enqueue(kept(2), "v1")
+    first = queue.lease(1, lease_s=10)
+    assert [lease.attempts for lease in first] == [1]
+    assert [lease.trace_id for lease in queue.lease(5, lease_s=10)] == [f"{1:032x}"]  # only the other one
+    clock.now_s += 9.9
+    assert queue.lease(5, lease_s=10) == []  # not expired yet
+    clock.now_s += 0.2
+    expired = {lease.key: lease for lease in queue.lease(5, lease_s=10)}
+    assert len(expired) == 2  # both leases lapsed
+    again = expired[first[0].key]
+    assert again.key == first[0].key and again.attempts == 2 and again.token != first[0].token
+    assert "expired" in again.last_error
+    # The first worker comes back late: its result must not count, the new holder's does.
+    assert not queue.record(first[0], [{"status": "ok"}], status="ok")
+    assert queue.renew(first, lease_s=10) == 0
+    assert queue.record(again, [{"status": "ok"}], status="ok")
+
+
+def test_renewed_leases_do_not_expire(queue: JudgeQueue, clock: Clock) -> None:
+    queue.enqueue(kept(1), "v1")
+    leases = queue.lease(1, lease_s=10)
+    for _ in range(5):
+        clock.now_s += 8
+        assert queue.renew(leases, lease_s=10) == 1
+    assert queue.lease(1, lease_s=10) == []
+
+
+def test_release_on_stop_does_not_count_the_attempt(queue: JudgeQueue, clock: Clock) -> None:
+    queue.enqueue(kept(1), "v1")
+    (lease,) = queue.lease(1)
+    assert queue.release(lease, count_attempt=False)
+    (again,) = queue.lease(1)
+    assert again.attempts == 1
+    assert queue.release(again, retry_in_s=30, error="payload source: down")
+    assert queue.lease(1) == []  # not before 30 s
+    clock.now_s += 30
+    (third,) = queue.lease(1)
+    assert (third.attempts, third.last_error) == (2, "payload source: down")
+
+
+def test_recorded_rows_left_by_a_dead_worker_are_delivered_by_another(
+    tmp_path: Path, queue: JudgeQueue, clock: Clock
+) -> None:
+    queue.enqueue(kept(1), "v1")
+    (lease,) = queue.lease(1, lease_s=10)
+    rows = [{"metric": "faithfulness", "status": "ok", "value": 0.5, "scored_at": 1}]
+    assert queue.record(lease, rows, status="ok")
+    # The worker dies before delivering. Another handle on the same file sees nothing to deliver yet ...
+    other = JudgeQueue(queue.path, clock=clock)
+    assert other.take_recorded(10) == []
+    assert other.lease(10) == []  # ... and never re-judges a recorded item
+    clock.now_s += 11
+    (orphan,) = other.take_recorded(10)
+    assert orphan.rows == rows and orphan.final_state is ItemState.DONE
+    assert other.delivered([orphan]) == 1
+    assert queue.counts().by_state == {"done": 1}
+    other.close()
+
+
+def test_two_handles_leasing_at_once_never_share_an_item(tmp_path: Path) -> None:
+    path = tmp_path / "q.sqlite"
+    setup = JudgeQueue(path)
+    setup.enqueue(kept(200), "v1")
+    handles = [JudgeQueue(path), JudgeQueue(path)]
+    taken: list[list[str]] = [[], []]
+
+    def drain(i: int) -> None:
+        while leases := handles[i].lease(7):
+            taken[i].extend(lease.trace_id for lease in leases)
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(taken[0] + taken[1]) == sorted(k.trace_id for k in kept(200))
+    assert not set(taken[0]) & set(taken[1])
+    for h in (setup, *handles):
+        h.close()
+
+
+def test_the_file_is_in_wal_mode(queue: JudgeQueue) -> None:
+    import sqlite3
+
+    with sqlite3.connect(queue.path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -1,6 +1,12 @@
 """Store throughput: span inserts per method side by side (medians), then the report over a large fill.
 
     /work/venv/bin/python benchmarks/store_insert.py [--requests 10000] [--repeats 5] [--fill-rows 10000000]
+        [--otlp-bodies 100] [--only otlp,insert,report]
+
+OTLP path (the product path since normalisation moved into SQL): pre-encoded request bodies of 100 traces × 5
+spans (the SDK's attribute names, captured question/passages/answer), sealed into envelopes and stored with one
+`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `collectors.otlp_sql`'s views → `spans`,
+`span_content` → `spans_1m` → `spans_1h`; measured through chDB and through the loopback HTTP endpoint.
 
 Insert methods (each into the real schema, with the per-minute materialised view attached):
 - `store.insert_spans` (chDB): SpanBatch lists → Arrow → ArrowStream, plus the dedup token — the product path;
@@ -12,6 +18,7 @@ The fill uses INSERT … SELECT from numbers() (the engine generates rows; it me
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -21,8 +28,8 @@ from ragmon.model import SPAN_COLUMNS
 from sinks import open_store
 from sinks.arrow import to_ipc_stream, to_table
 from sinks.chhttp import ClickHouseHttpServer
-from sinks.store import Store, batch_token
-from sinks.synth import make_batch
+from sinks.store import INSERT_SETTINGS, Store, batch_token
+from sinks.synth import encode_otlp_request, make_batch, otlp_traces
 
 
 def _median_rate(rows: int, repeats: int, run: Callable[[int], object]) -> float:
@@ -49,7 +56,15 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
     results["  engine only (pre-built Arrow, fresh tokens)"] = _median_rate(
         rows,
         repeats,
-        lambda i: store.backend.insert(spans, tables[i], {"async_insert": 0, "insert_deduplication_token": f"e{i}"}),
+        lambda i: store.backend.insert(spans, tables[i], {**INSERT_SETTINGS, "insert_deduplication_token": f"e{i}"}),
+    )
+    # Side by side: the same with ReplacingMergeTree's merge-on-insert pass left on (the previous default).
+    results["  engine only, optimize_on_insert = 1 (before)"] = _median_rate(
+        rows,
+        repeats,
+        lambda i: store.backend.insert(
+            spans, tables[i], {**INSERT_SETTINGS, "optimize_on_insert": 1, "insert_deduplication_token": f"o{i}"}
+        ),
     )
     store.close()
     with ClickHouseHttpServer(data_dir) as server:
@@ -61,6 +76,58 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
         remote.close()
     for name, rate in results.items():
         print(f"  {name:58s} {rate:>12,.0f} rows/s")
+
+
+def _install_real_sql(store: Store) -> object:
+    from collectors import otlp_sql
+
+    store.install_otlp_ingest(
+        otlp_sql.PROTO_SCHEMA,
+        otlp_sql.PROTO_MESSAGE,
+        otlp_sql.INPUT_COLUMNS,
+        otlp_sql.spans_select(store.otlp_input_table),
+        otlp_sql.content_select(store.otlp_input_table),
+    )
+    return otlp_sql
+
+
+def bench_otlp(data_dir: str, bodies: int, repeats: int) -> None:
+    traces_per_body = 100
+    batches = []
+    seq = 0
+    for r in range(repeats):
+        envelopes = []
+        for b in range(bodies):
+            body = encode_otlp_request(otlp_traces(traces_per_body, seed=r * 10_000 + b))
+            envelopes.append((body, seq))
+            seq += 1
+        batches.append(envelopes)
+    spans = traces_per_body * 5 * bodies
+    print(f"otlp: {bodies} bodies × {traces_per_body * 5} spans = {spans} spans per insert, median of {repeats}")
+    results = {}
+    store = open_store(data_dir, database="bench_otlp")
+    otlp_sql = _install_real_sql(store)
+    sealed = [[otlp_sql.seal(body, "acme", s) for body, s in batch] for batch in batches]  # type: ignore[attr-defined]
+    results["insert_otlp (chDB)"] = _median_rate(spans, repeats, lambda i: store.insert_otlp(sealed[i], f"b{i}"))
+    stored = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans')}")[0]["n"]
+    content = store.query(f"SELECT count() AS n FROM {store._ddl.table('span_content')}")[0]["n"]
+    t0 = time.perf_counter()
+    fragments = store.trace_fragments(0, bodies - 1)
+    fragments_ms = (time.perf_counter() - t0) * 1000
+    store.close()
+    with ClickHouseHttpServer(data_dir) as server:
+        remote = open_store(server.url, database="bench_otlp_http")
+        _install_real_sql(remote)
+        results["insert_otlp (clickhouse-connect → loopback HTTP)"] = _median_rate(
+            spans, repeats, lambda i: remote.insert_otlp(sealed[i], f"h{i}")
+        )
+        remote.close()
+    for name, rate in results.items():
+        print(f"  {name:58s} {rate:>12,.0f} spans/s")
+    print(
+        f"  stored {stored:,} spans, {content:,} content rows; trace_fragments over one batch"
+        f" ({len(fragments)} traces) {fragments_ms:.0f} ms"
+    )
 
 
 FILL_SQL = """
@@ -75,7 +142,7 @@ SELECT
     ['request', 'embed', 'search', 'rerank', 'generate'][number % 5 + 1],
     ['support', 'search', 'billing'][(number DIV 5) % 3 + 1],
     'rag-api',
-    now64(9) - toIntervalMillisecond((number * 7919) % 86400000),
+    now64(9) - toIntervalMillisecond(86400000 - intDiv(number * 86400000, {total})),
     exp(4 + (number % 5) * 0.6 + randNormal(0, 0.5)),
     if(rand() % 50 = 0, 'error', 'ok'),
     ['', 'text-embedding-3-small', '', 'rerank-v3', 'gpt-4o-mini'][number % 5 + 1],
@@ -84,6 +151,7 @@ SELECT
     if(number % 5 = 4, 0.0005, NULL),
     if(number % 5 = 4, toFloat32(exp(4 + randNormal(0, 0.4))), NULL)
 FROM numbers({start}, {count})
+SETTINGS optimize_on_insert = 0
 """
 
 
@@ -93,22 +161,40 @@ def bench_report(data_dir: str, fill_rows: int, repeats: int) -> None:
     started = time.perf_counter()
     step = 2_000_000
     for start in range(0, fill_rows, step):
-        store.backend.execute(FILL_SQL.format(spans=spans, start=start, count=min(step, fill_rows - start)))
+        # In time order, as traffic arrives: each chunk covers its own slice of the 24 hours.
+        count = min(step, fill_rows - start)
+        store.backend.execute(FILL_SQL.format(spans=spans, start=start, count=count, total=fill_rows))
     fill_s = time.perf_counter() - started
     stored = store.query(f"SELECT count() AS n FROM {spans}")[0]["n"]
     rollup = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans_1m')}")[0]["n"]
-    print(f"report: {stored:,} spans stored in {fill_s:.1f} s (engine-side fill), {rollup:,} rollup rows")
-    for label, kwargs in (
-        ("report(24 h), all tenants", {}),
-        ("report(24 h, tenant=acme)", {"tenant": "acme"}),
-        ("report(1 h, feature=support)", {"feature": "support"}),
-    ):
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            rows = store.report(86_400 if "24" in label else 3_600, **kwargs)
-            times.append(time.perf_counter() - t0)
-        print(f"  {label:40s} median {statistics.median(times) * 1000:7.1f} ms   ({len(rows)} feature×stage rows)")
+    hours = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans_1h')}")[0]["n"]
+    print(
+        f"report: {stored:,} spans stored in {fill_s:.1f} s (engine-side fill),"
+        f" {rollup:,} minute rows, {hours:,} hour rows"
+    )
+    for state in ("as filled", "after OPTIMIZE FINAL (what background merges converge to)"):
+        if state != "as filled":
+            for table in ("spans_1m", "spans_1h"):
+                store.backend.execute(f"OPTIMIZE TABLE {store._ddl.table(table)} FINAL")
+        counts = [
+            store.query(f"SELECT count() AS n FROM {store._ddl.table(t)}")[0]["n"] for t in ("spans_1m", "spans_1h")
+        ]
+        print(f"  {state}: {counts[0]:,} minute rows, {counts[1]:,} hour rows")
+        for label, kwargs in (
+            ("report(24 h), all tenants", {}),
+            ("report(24 h, tenant=acme)", {"tenant": "acme"}),
+            ("report(7 d), all tenants", {}),
+            ("report(1 h, feature=support)", {"feature": "support"}),
+        ):
+            since_s = 3_600 if "1 h" in label else (7 * 86_400 if "7 d" in label else 86_400)
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                rows = store.report(since_s, **kwargs)
+                times.append(time.perf_counter() - t0)
+            print(
+                f"    {label:38s} median {statistics.median(times) * 1000:7.1f} ms   ({len(rows)} feature×stage rows)"
+            )
     t0 = time.perf_counter()
     store.query(f"SELECT feature, stage, quantile(0.95)(duration_ms) FROM {spans} GROUP BY feature, stage")
     print(f"  {'(for scale) raw-span p95 GROUP BY':40s}        {(time.perf_counter() - t0) * 1000:7.1f} ms")
@@ -120,11 +206,19 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000, help="requests per batch (5 spans each)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--fill-rows", type=int, default=10_000_000)
+    parser.add_argument("--otlp-bodies", type=int, default=100, help="request bodies (500 spans each) per insert")
+    parser.add_argument("--only", default="otlp,insert,report", help="comma-separated parts to run")
     args = parser.parse_args()
+    parts = set(args.only.split(","))
+    print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="ragmon-bench-") as data_dir:
-        bench_inserts(data_dir, args.requests, args.repeats)
-        if args.fill_rows:
+        if "otlp" in parts:
+            bench_otlp(data_dir, args.otlp_bodies, args.repeats)
+        if "insert" in parts:
+            bench_inserts(data_dir, args.requests, args.repeats)
+        if args.fill_rows and "report" in parts:
             bench_report(data_dir, args.fill_rows, args.repeats)
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,25 @@ SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("retrieved_ids", "Array(String)"),
     ("retrieved_scores", "Array(Float32)"),
     ("attributes", "Map(String, String)"),  # everything not mapped above, kept verbatim (JSON for non-strings)
+    ("ingest_seq", "UInt64"),  # the write-ahead-log position of the request that carried the span; 0 if none
+)
+
+# Captured text per span (question, passages, answer, messages, tool calls), held briefly so the sampler can
+# copy the content of kept traces into `payloads`; not part of the slim `spans` row.
+CONTENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tenant", "LowCardinality(String)"),
+    ("trace_id", "String"),
+    ("span_id", "String"),
+    ("parent_span_id", "String"),
+    ("stage", "LowCardinality(String)"),
+    ("name", "LowCardinality(String)"),
+    ("start_time", "DateTime64(9)"),
+    ("duration_ms", "Float64"),
+    ("status", "LowCardinality(String)"),
+    ("content", "Map(String, String)"),
+    ("retrieved_ids", "Array(String)"),
+    ("retrieved_scores", "Array(Float32)"),
+    ("ingest_seq", "UInt64"),
 )
 
 STAGES = ("embed", "search", "rerank", "generate", "tool", "request", "other")
@@ -78,6 +97,7 @@ class SpanBatch:
     retrieved_ids: list[list[str]] = field(default_factory=list)
     retrieved_scores: list[list[float]] = field(default_factory=list)
     attributes: list[dict[str, str]] = field(default_factory=list)
+    ingest_seq: list[int] = field(default_factory=list)
     # Not a `spans` column: captured text (question, passages, answer, messages, tool arguments) per span,
     # kept only for traces the sampler keeps (the `payloads` table). Empty dict when nothing was captured.
     content: list[dict[str, str]] = field(default_factory=list)

@@ -30,6 +30,12 @@ class Backend(Protocol):
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         """Insert `data` into `table` (qualified, quoted) in one request; returns the rows sent."""
 
+    def insert_raw(self, table: str, fmt: str, data: bytes, settings: Settings | None = None) -> None:
+        """Insert bytes already encoded in the ClickHouse input format `fmt` into `table`, in one request."""
+
+    def use_database(self, database: str) -> None:
+        """Resolve unqualified table names in `database` from now on (`SELECT … FROM spans`)."""
+
     def close(self) -> None: ...
 
 

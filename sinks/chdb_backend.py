@@ -71,14 +71,18 @@ class ChdbBackend:
         return table
 
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
-        self._check_open()
         columns = ", ".join(f"`{name}`" for name in data.column_names)
-        payload = to_ipc_stream(data)
+        self._send(f"INSERT INTO {table} ({columns}){settings_clause(settings)}", "ArrowStream", to_ipc_stream(data))
+        return data.num_rows
+
+    def insert_raw(self, table: str, fmt: str, data: bytes, settings: Settings | None = None) -> None:
+        self._send(f"INSERT INTO {table}{settings_clause(settings)}", fmt, data)
+
+    def _send(self, statement: str, fmt: str, payload: bytes) -> None:
+        self._check_open()
         with self._write_lock:
             try:
-                inserter = self._writer.send_insert(
-                    f"INSERT INTO {table} ({columns}){settings_clause(settings)}", "ArrowStream"
-                )
+                inserter = self._writer.send_insert(statement, fmt)
                 try:
                     inserter.append(payload)
                     inserter.finish()
@@ -87,7 +91,16 @@ class ChdbBackend:
                     raise
             except Exception as exc:
                 raise classify(str(exc)) from exc
-        return data.num_rows
+
+    def use_database(self, database: str) -> None:
+        self._check_open()
+        statement = "USE `" + database.replace("\\", "\\\\").replace("`", "\\`") + "`"
+        for conn, lock in ((self._writer, self._write_lock), (self._reader, self._read_lock)):
+            with lock:
+                try:
+                    conn.query(statement, "Null")
+                except Exception as exc:
+                    raise classify(str(exc)) from exc
 
     def close(self) -> None:
         if self._closed:

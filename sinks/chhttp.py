@@ -14,7 +14,10 @@ can read an embedded store. It implements the part of the interface clickhouse-c
   requests); GET runs with `readonly = 2` as a server does;
 - a trailing `FORMAT <fmt>` picks the output format (default TabSeparated), answered with `X-ClickHouse-Format`,
   `X-ClickHouse-Timezone`, `X-ClickHouse-Query-Id` and `X-ClickHouse-Summary` headers;
-- errors as the server sends them: a status code, `X-ClickHouse-Exception-Code`, and `Code: N. DB::Exception: …`.
+- errors as the server sends them: a status code, `X-ClickHouse-Exception-Code`, and `Code: N. DB::Exception: …`;
+- `format_schema_source = 'string'` (a Protobuf schema sent with the INSERT, as the store does for servers): a
+  server caches such schemas under its `format_schema_path`, but chDB would cache them in the *process's working
+  directory*; so the endpoint writes the schema under the engine's data directory and names it by absolute path.
 
 Not implemented (and answered with an error, not faked): sessions (`session_id` is accepted and ignored — every
 request stands alone), multipart/external data, progress headers, `client_protocol_version` (so the client uses
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import re
 import socket
@@ -201,7 +205,23 @@ class ClickHouseHttpServer:
         finally:
             conn.close()
 
+    def _inline_schema_to_file(self, settings: dict[str, str]) -> None:
+        if settings.get("format_schema_source") != "string":
+            return
+        schema = settings.pop("format_schema", "")
+        message = settings.pop("format_schema_message_name", "")
+        del settings["format_schema_source"]
+        directory = Path(self.path) / "format_schemas"
+        directory.mkdir(exist_ok=True)
+        path = directory / f"inline_{hashlib.sha256(schema.encode()).hexdigest()[:16]}.proto"
+        if not path.exists():
+            partial = path.with_suffix(f".{uuid.uuid4().hex}.tmp")  # requests run on several threads
+            partial.write_text(schema)
+            partial.replace(path)
+        settings["format_schema"] = f"{path}:{message}"
+
     def _prepare(self, conn: Any, database: str | None, settings: dict[str, str]) -> None:
+        self._inline_schema_to_file(settings)
         if database:
             conn.query(f"USE `{database.replace('`', '')}`", "Null")
         # readonly last: once set to 1 no other setting may change.

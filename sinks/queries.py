@@ -1,4 +1,7 @@
-"""Read-side SQL: the latency/cost report (from the per-minute rollup, never raw spans) and the tenant filter.
+"""Read-side SQL: the latency/cost report (from the rollups, never raw spans) and the tenant filter.
+
+The report window is whole minutes; every whole clock hour inside it is read from `spans_1h` and only the edge
+minutes from `spans_1m`, so a 24-hour report merges ~24 hourly states per key instead of ~1,440 minute states.
 
 Every value reaches the engine as a `{name:Type}` parameter; only fixed clauses are chosen in Python.
 """
@@ -9,37 +12,83 @@ import math
 from typing import Any
 
 from sinks.backend import quote_string
-from sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, TENANT_TABLES, TTFT_STATE, Ddl, Topology
+from sinks.schema import (
+    DURATION_LEVELS,
+    DURATION_STATE,
+    HOUR_ROLLUP_TABLE,
+    ROLLUP_TABLE,
+    TENANT_TABLES,
+    TTFT_STATE,
+    Ddl,
+    Topology,
+)
 
 _MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 _MERGE_TTFT = TTFT_STATE.replace("(", "Merge(", 1)
+_MERGE_STATE_DURATION = DURATION_STATE.replace("(", "MergeState(", 1)
+_MERGE_STATE_TTFT = TTFT_STATE.replace("(", "MergeState(", 1)
+
+
+def full_hours(start_s: int, end_s: int) -> tuple[int, int]:
+    """[first, last) clock hours whose every minute lies in the window's minutes [minute(start_s), end_s];
+    first == last when there is none."""
+    start_min = start_s // 60 * 60
+    first = -(-start_min // 3600) * 3600
+    last = (end_s - 3540) // 3600 * 3600 + 3600  # the hour h is whole when its last minute h + 3540 <= end_s
+    return first, max(first, last)
 
 
 def report_sql(
     topology: Topology, start_s: int, end_s: int, feature: str | None, tenant: str | None
 ) -> tuple[str, dict[str, Any]]:
     """Per (feature, stage) and per (feature, stage, model) over whole minutes in [start_s, end_s]."""
-    where = [
-        "minute >= toStartOfMinute(toDateTime({start_s:Int64}))",
-        "minute <= toDateTime({end_s:Int64})",
-    ]
-    params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s)}
+    first_hour, end_hour = full_hours(int(start_s), int(end_s))
+    params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s), "h0": first_hour, "h1": end_hour}
+    filters = []
     if tenant is not None:
-        where.append("tenant = {tenant:String}")
+        filters.append("tenant = {tenant:String}")
         params["tenant"] = tenant
     if feature is not None:
-        where.append("feature = {feature:String}")
+        filters.append("feature = {feature:String}")
         params["feature"] = feature
+    minute_where = " AND ".join(
+        [
+            "minute >= toStartOfMinute(toDateTime({start_s:Int64}))",
+            "minute <= toDateTime({end_s:Int64})",
+            "NOT (minute >= toDateTime({h0:Int64}) AND minute < toDateTime({h1:Int64}))",
+            *filters,
+        ]
+    )
+    hour_where = " AND ".join(["hour >= toDateTime({h0:Int64})", "hour < toDateTime({h1:Int64})", *filters])
+    ddl = Ddl(topology)
+    columns = (
+        "tenant, feature, stage, model, spans, errors, duration_q, ttft_q, input_tokens, output_tokens,"
+        " cost_usd, cost_known"
+    )
+    # States are merged once per (feature, stage, model) in the inner query; the grouping sets then merge those
+    # few per-model states into the totals, instead of merging every stored state twice (once per grouping set).
     sql = f"""
 SELECT feature, stage, model,
     grouping(model) AS per_model,
-    sum(spans) AS requests, sum(errors) AS errors,
+    sum(requests) AS requests, sum(errors) AS errors,
     {_MERGE_DURATION}(duration_q) AS duration_quantiles,
     {_MERGE_TTFT}(ttft_q) AS ttft_quantiles,
     sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
     sum(cost_usd) AS cost_usd, sum(cost_known) AS cost_known
-FROM {Ddl(topology).table(ROLLUP_TABLE)}
-WHERE {" AND ".join(where)}
+FROM (
+    SELECT feature, stage, model,
+        sum(spans) AS requests, sum(errors) AS errors,
+        {_MERGE_STATE_DURATION}(duration_q) AS duration_q,
+        {_MERGE_STATE_TTFT}(ttft_q) AS ttft_q,
+        sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+        sum(cost_usd) AS cost_usd, sum(cost_known) AS cost_known
+    FROM (
+        SELECT {columns} FROM {ddl.table(HOUR_ROLLUP_TABLE)} WHERE {hour_where}
+        UNION ALL
+        SELECT {columns} FROM {ddl.table(ROLLUP_TABLE)} WHERE {minute_where}
+    )
+    GROUP BY feature, stage, model
+)
 GROUP BY GROUPING SETS ((feature, stage), (feature, stage, model))
 ORDER BY feature, stage, per_model, model
 SETTINGS force_grouping_standard_compatibility = 1"""

@@ -13,15 +13,44 @@ ClickHouse 26.9 (chDB), a deduplicated source block is still pushed into the vie
 with a window, drops it again. As a backstop for re-sends that are *not* the same batch (say, regrouped), raw
 tables are `ReplacingMergeTree` keyed so duplicates of a span collapse on merge (or at once with `FINAL`); the
 per-minute rollups can only be protected by the token, which is why the token derives from the batch content.
+The same holds for the OTLP path (`otlp_ingest.py`): its `otlp_in` table is `ENGINE = Null` (it stores nothing and
+keeps no dedup log), and the token is honoured by each target behind it — `spans`, `span_content`, `spans_1m` and,
+one view further, `spans_1h` (measured on 26.9: a re-sent block is dropped at every level of the chain).
+
+Rollups. `spans_1m` (per minute, fed from `spans`) and `spans_1h` (per hour, fed from `spans_1m` by merging its
+states, so the hot insert path pays for one view over spans; the hourly view sees a few hundred rows per insert).
+The report reads whole hours from `spans_1h` and the edge minutes from `spans_1m` (`queries.py`). Both are ordered
+time first (`ROLLUP_ORDER`). Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
+
+- report over 10M spans / 24 h (load average 2.5–3.0): report(24 h) 159 ms as filled, 64 ms once background merges
+  have collapsed the minute rows (OPTIMIZE FINAL); report(7 d) 56–73 ms; report(1 h, feature) 50–63 ms. Before
+  (minutes only, key-first order, load 3.7–5.2): 700–2,090 ms — a key-first order spread the edge minutes over every
+  granule, so the report deserialised every DDSketch state of the table.
+- insert, engine CPU per span with 50k-span inserts (CPU time, robust to the load: 2.5–2.9): `spans` alone
+  1.8–3.4 µs; the minute + hour rollups add 1–3 µs. Quantile states side by side (extra µs per span over sums only,
+  within ±0.5 µs noise): DDSketch 0.005 for duration and TTFT ≈ DDSketch duration only ≈ TTFT in a separate
+  generate-only view ≈ TDigest ≈ a 1% log-bucket histogram (quantilesExactWeighted / sumMap / bucket as key). The
+  state is not where the time goes, so DDSketch stays (lossless merges minutes → hours → report, p95 within 0.5%).
+  Merging 3.6k states into 30: DDSketch 0.005 33 ms, 0.01 22 ms, TDigest 36 ms, sumForEach histogram 56 ms,
+  sumMap 97 ms.
+- the real cost was ReplacingMergeTree's `optimize_on_insert` (a merge pass over every inserted block; useless here
+  because the sorting key ends in (trace_id, span_id)): 1M spans 9.5 s with it, 1.5 s without; inserts now send
+  `optimize_on_insert = 0` (`store.py`). `store.insert_spans` went from ~40k to ~148k spans/s.
+- the OTLP path (`otlp_ingest.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
+  `spans` view +11 µs and the `span_content` view +7 µs with `collectors.sql_normalise` (its version of
+  2026-12-01 02:05; an hour earlier +33 and +16 µs); the rollups +3 µs: 24.5 µs, ≈ 41k spans/s per core, 33–45k
+  spans/s wall. The views' cost is their SELECT, not the table writes (`spans` alone: 1.8–3.4 µs, above), so
+  150k spans/s end to end needs the normalising SQL near 3 µs a span, or inserts on both cores.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragmon.model import SPAN_COLUMNS
+from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
+from sinks.backend import quote_string
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -43,6 +72,9 @@ class Retention:
     scores_days: int = 180
     alerts_days: int = 365
     rollups_days: int = 400
+    # Captured text per span (`span_content`) only has to outlive the sampler's decision window; counted from
+    # arrival, not from the span's start time, so a late span is not dropped on arrival.
+    content_hours: int = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +95,8 @@ PAYLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("passages", "Array(Tuple(id String, score Nullable(Float32), text String))"),
     ("tool_calls", "Array(Tuple(name String, arguments String, result String))"),
     ("content", "Map(String, String)"),  # any other captured text, by span/attribute key
-    ("sampling_reason", "LowCardinality(String)"),  # error | slow | baseline | forced ...
+    ("sampling_reason", "LowCardinality(String)"),  # the first of sampling_reasons
+    ("sampling_reasons", "Array(LowCardinality(String))"),  # every policy that kept it: error, slow, baseline ...
     ("inclusion_probability", "Float64"),  # P(trace kept); weight = 1 / p
 )
 
@@ -102,8 +135,11 @@ ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("labels", "Map(String, String)"),
 )
 
-# The per-minute rollup the report reads (never raw spans).
+CONTENT_TABLE = "span_content"
+
+# The rollups the report reads (never raw spans): per minute from `spans`, per hour from the minutes.
 ROLLUP_TABLE = "spans_1m"
+HOUR_ROLLUP_TABLE = "spans_1h"
 _levels = ", ".join(str(level) for level in DURATION_LEVELS)
 _ttft_levels = ", ".join(str(level) for level in TTFT_LEVELS)
 DURATION_STATE = f"quantilesDD({QUANTILE_ACCURACY}, {_levels})"
@@ -126,8 +162,22 @@ ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cost_known", "SimpleAggregateFunction(sum, UInt64)"),  # spans whose cost was known (coverage)
 )
 
+HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
+)
+
 # Tables whose rows carry a tenant: the read-only query helper filters each of them.
-TENANT_TABLES = ("spans", "payloads", "scores", "alerts", ROLLUP_TABLE, f"{ROLLUP_TABLE}_mv")
+TENANT_TABLES = (
+    "spans",
+    CONTENT_TABLE,
+    "payloads",
+    "scores",
+    "alerts",
+    ROLLUP_TABLE,
+    f"{ROLLUP_TABLE}_mv",
+    HOUR_ROLLUP_TABLE,
+    f"{HOUR_ROLLUP_TABLE}_mv",
+)
 
 
 def quote_identifier(name: str) -> str:
@@ -183,18 +233,43 @@ class Ddl:
         return "\n".join(parts)
 
 
-def _ttl(column: str, days: int) -> str:
-    return f"toDateTime({column}) + toIntervalDay({int(days)})"
+def _ttl(column: str, amount: int, unit: str = "Day") -> str:
+    return f"toDateTime({column}) + toInterval{unit}({int(amount)})"
 
 
-# (table, TTL time column, Retention field) — the single list `retention_statements` walks.
+# (table, TTL time column, Retention field) — the single list `retention_statements` walks. A field ending in
+# `_hours` counts hours, every other one days.
 TTL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("spans", "start_time", "spans_days"),
+    (CONTENT_TABLE, "inserted_at", "content_hours"),
     ("payloads", "start_time", "payloads_days"),
     ("scores", "scored_at", "scores_days"),
     ("alerts", "fired_at", "alerts_days"),
     (ROLLUP_TABLE, "minute", "rollups_days"),
+    (HOUR_ROLLUP_TABLE, "hour", "rollups_days"),
 )
+
+
+# Time first: the report reads a time range (its edge minutes) across every key, so a key-first order made it
+# read and deserialise every granule of the table: measured over 10M spans / 24 h, report(24 h) took 700 ms with
+# (tenant, feature, stage, model, minute), the 1,440 minutes × 30 keys being spread over all granules.
+ROLLUP_ORDER = "minute, tenant, feature, stage, model"
+
+
+def minute_rollup_table(ddl: Ddl, r: Retention, name: str) -> str:
+    return ddl.create_table(
+        name,
+        ROLLUP_COLUMNS,
+        engine=ddl.engine("AggregatingMergeTree", name),
+        partition_by="toYYYYMM(minute)",
+        order_by=ROLLUP_ORDER,
+        ttl=_ttl("minute", r.rollups_days),
+    )
+
+
+def _state(function: str, suffix: str) -> str:
+    """`quantilesDD(a, l…)` → `quantilesDD<suffix>(a, l…)`: the State/Merge/MergeState combinator forms."""
+    return function.replace("(", f"{suffix}(", 1)
 
 
 def _v1(ddl: Ddl, r: Retention) -> list[str]:
@@ -236,14 +311,7 @@ def _v1(ddl: Ddl, r: Retention) -> list[str]:
         order_by="tenant, fired_at, alert_id, state",
         ttl=_ttl("fired_at", r.alerts_days),
     )
-    rollup = ddl.create_table(
-        ROLLUP_TABLE,
-        ROLLUP_COLUMNS,
-        engine=ddl.engine("AggregatingMergeTree", ROLLUP_TABLE),
-        partition_by="toYYYYMM(minute)",
-        order_by="tenant, feature, stage, model, minute",
-        ttl=_ttl("minute", r.rollups_days),
-    )
+    rollup = minute_rollup_table(ddl, r, ROLLUP_TABLE)
     rollup_view = (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
         f" TO {ddl.table(ROLLUP_TABLE)} AS\n"
@@ -251,8 +319,8 @@ def _v1(ddl: Ddl, r: Retention) -> list[str]:
         "SELECT s.tenant AS tenant, s.feature AS feature, s.stage AS stage, s.model AS model,\n"
         "    toStartOfMinute(toDateTime(s.start_time)) AS minute,\n"
         "    count() AS spans, countIf(s.status = 'error') AS errors,\n"
-        f"    {DURATION_STATE.replace('(', 'State(', 1)}(s.duration_ms) AS duration_q,\n"
-        f"    {TTFT_STATE.replace('(', 'State(', 1)}(s.ttft_ms) AS ttft_q,\n"
+        f"    {_state(DURATION_STATE, 'State')}(s.duration_ms) AS duration_q,\n"
+        f"    {_state(TTFT_STATE, 'State')}(s.ttft_ms) AS ttft_q,\n"
         "    sum(s.input_tokens) AS input_tokens, sum(s.output_tokens) AS output_tokens,\n"
         "    sum(s.cached_input_tokens) AS cached_input_tokens,\n"
         "    sum(ifNull(s.cost_usd, 0)) AS cost_usd, countIf(s.cost_usd IS NOT NULL) AS cost_known\n"
@@ -262,17 +330,110 @@ def _v1(ddl: Ddl, r: Retention) -> list[str]:
     return [spans, payloads, scores, alerts, rollup, rollup_view]
 
 
+def hour_rollup_select(ddl: Ddl) -> str:
+    """Minute rows → hour rows, merging the quantile states (lossless for DDSketch); the hourly view's query and
+    the v2 backfill."""
+    return (
+        "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model,\n"
+        "    toStartOfHour(m.minute) AS hour,\n"
+        "    sum(m.spans) AS spans, sum(m.errors) AS errors,\n"
+        f"    {_state(DURATION_STATE, 'MergeState')}(m.duration_q) AS duration_q,\n"
+        f"    {_state(TTFT_STATE, 'MergeState')}(m.ttft_q) AS ttft_q,\n"
+        "    sum(m.input_tokens) AS input_tokens, sum(m.output_tokens) AS output_tokens,\n"
+        "    sum(m.cached_input_tokens) AS cached_input_tokens,\n"
+        "    sum(m.cost_usd) AS cost_usd, sum(m.cost_known) AS cost_known\n"
+        f"FROM {ddl.table(ROLLUP_TABLE)} AS m\n"
+        "GROUP BY tenant, feature, stage, model, hour"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A migration statement that runs only when `only_if` (a SELECT of one 0/1 value) says 1 — for the steps
+    IF [NOT] EXISTS cannot make idempotent (a copy, an EXCHANGE)."""
+
+    sql: str
+    only_if: str
+
+
+def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
+    spans = f"ALTER TABLE {ddl.table('spans')}{ddl.on_cluster}"
+    # A v1 store's minute rollup is key-first (see ROLLUP_ORDER): copy it into a time-first table and swap them.
+    # Guarded by the live table's key, every step is safe to re-run after a crash at any point.
+    old_key = (
+        f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
+        f" AND name = '{ROLLUP_TABLE}' AND sorting_key != '{ROLLUP_ORDER}'"
+    )
+    minutes, rebuilt = ddl.table(ROLLUP_TABLE), ddl.table(ROLLUP_TABLE + "_rebuilt")
+    rebuild: list[str | Step] = [
+        Step(f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}", old_key),
+        Step(minute_rollup_table(ddl, r, ROLLUP_TABLE + "_rebuilt"), old_key),
+        Step(f"TRUNCATE TABLE {rebuilt}{ddl.on_cluster}", old_key),
+        Step(f"INSERT INTO {rebuilt} SELECT * FROM {minutes}", old_key),
+        Step(f"EXCHANGE TABLES {minutes} AND {rebuilt}{ddl.on_cluster}", old_key),
+        f"DROP TABLE IF EXISTS {rebuilt}{ddl.on_cluster}",
+        _v1(ddl, r)[-1],  # the per-minute view again (CREATE … IF NOT EXISTS)
+    ]
+    content = ddl.create_table(
+        CONTENT_TABLE,
+        (
+            *CONTENT_COLUMNS,
+            ("inserted_at", "DateTime DEFAULT now()"),
+            # Computed once on insert so the sampler's per-range summary never reads the text itself.
+            ("content_bytes", "UInt64 MATERIALIZED arraySum(arrayMap(v -> length(v), mapValues(content)))"),
+        ),
+        engine=ddl.engine("ReplacingMergeTree", CONTENT_TABLE),
+        # Hourly partitions so the short TTL drops whole parts instead of rewriting them.
+        partition_by="toStartOfHour(inserted_at)",
+        order_by="tenant, trace_id, span_id",
+        ttl=_ttl("inserted_at", r.content_hours, "Hour"),
+        extra=("INDEX idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",),
+        settings="ttl_only_drop_parts = 1, ",
+    )
+    hours = ddl.create_table(
+        HOUR_ROLLUP_TABLE,
+        HOUR_ROLLUP_COLUMNS,
+        engine=ddl.engine("AggregatingMergeTree", HOUR_ROLLUP_TABLE),
+        partition_by="toYYYYMM(hour)",
+        order_by=ROLLUP_ORDER.replace("minute", "hour"),
+        ttl=_ttl("hour", r.rollups_days),
+    )
+    hour_table = ddl.table(HOUR_ROLLUP_TABLE)
+    # Start-up runs migrations before any insert, so backfill-then-view loses nothing; the emptiness guard makes a
+    # re-run after a crash between the two statements a no-op instead of a double count.
+    backfill = f"INSERT INTO {hour_table}\n{hour_rollup_select(ddl)}\nHAVING (SELECT count() FROM {hour_table}) = 0"
+    hour_view = (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(HOUR_ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
+        f" TO {hour_table} AS\n{hour_rollup_select(ddl)}"
+    )
+    return [
+        f"{spans} ADD COLUMN IF NOT EXISTS ingest_seq UInt64",
+        # The sampler reads `WHERE ingest_seq BETWEEN a AND b` on recent data: fresh parts hold narrow seq ranges.
+        f"{spans} ADD INDEX IF NOT EXISTS idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
+        f"ALTER TABLE {ddl.table('payloads')}{ddl.on_cluster}"
+        " ADD COLUMN IF NOT EXISTS sampling_reasons Array(LowCardinality(String)) AFTER sampling_reason",
+        content,
+        *rebuild,
+        hours,
+        backfill,
+        hour_view,
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
     description: str
-    statements: tuple[str, ...]
+    statements: tuple[str | Step, ...]
 
 
 def migrations(topology: Topology, retention: Retention) -> list[Migration]:
     """All migrations in order. Statements are idempotent (IF NOT EXISTS) so a crash mid-migration can re-run."""
     ddl = Ddl(topology)
-    return [Migration(1, "spans, payloads, scores, alerts, per-minute rollup", tuple(_v1(ddl, retention)))]
+    return [
+        Migration(1, "spans, payloads, scores, alerts, per-minute rollup", tuple(_v1(ddl, retention))),
+        Migration(2, "ingest_seq, span_content, sampling_reasons, hourly rollup", tuple(_v2(ddl, retention))),
+    ]
 
 
 def bootstrap_statements(topology: Topology) -> list[str]:
@@ -292,7 +453,7 @@ def bootstrap_statements(topology: Topology) -> list[str]:
 def ttl_expression(table: str, retention: Retention) -> str:
     for name, column, field_name in TTL_COLUMNS:
         if name == table:
-            return _ttl(column, getattr(retention, field_name))
+            return _ttl(column, getattr(retention, field_name), "Hour" if field_name.endswith("_hours") else "Day")
     raise KeyError(table)
 
 

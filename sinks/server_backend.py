@@ -73,6 +73,17 @@ class ClickHouseServerBackend:
             raise _map_error(exc) from exc
         return data.num_rows
 
+    def insert_raw(self, table: str, fmt: str, data: bytes, settings: Settings | None = None) -> None:
+        self._check_open()
+        try:
+            self._client.raw_insert(table, insert_block=data, settings=dict(settings or {}), fmt=fmt)
+        except Exception as exc:
+            raise _map_error(exc) from exc
+
+    def use_database(self, database: str) -> None:
+        self._check_open()
+        self._client.database = database  # sent as the `database` parameter of every request
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

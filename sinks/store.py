@@ -1,4 +1,5 @@
-"""The store: migrations at start-up, deduplicated columnar inserts, the report and the read-only query helper.
+"""The store: migrations at start-up, deduplicated inserts (columnar, or OTLP envelopes normalised in the
+engine), the sampler's queries, the report and the read-only query helper.
 
 Insert policy (the same on both backends, sent with every insert):
 
@@ -8,7 +9,10 @@ Insert policy (the same on both backends, sent with every insert):
   (or the caller's token, e.g. its write-ahead-log position). A batch re-sent after a crash carries the same
   token and is dropped by the engine — in `spans` and, with
   `deduplicate_blocks_in_dependent_materialized_views = 1`, in the per-minute rollup, so report counts stay
-  exact. Raw tables are ReplacingMergeTree as a backstop (see `schema.py`).
+  exact. Raw tables are ReplacingMergeTree as a backstop (see `schema.py`);
+- `optimize_on_insert = 0`: by default a ReplacingMergeTree runs a merge pass over every inserted block, which
+  cannot find anything here (the sorting key ends in (trace_id, span_id)) and cost 6x the rest of the insert:
+  1M spans 9.5 s with it, 1.5 s without (`schema.py` has the figures).
 
 Errors surface as `StoreError` with `retryable` set; nothing is swallowed.
 """
@@ -24,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from ragmon.model import SPAN_COLUMNS, SpanBatch
+from sinks import otlp_ingest
 from sinks.arrow import to_rows, to_table
 from sinks.backend import Backend
 from sinks.errors import StoreError
 from sinks.queries import assemble_report, report_sql, tenant_filter_settings
+from sinks.sampler_sql import copy_payloads_sql, kept_count_sql, recent_p95_sql, trace_fragments_sql
 from sinks.schema import (
     ALERT_COLUMNS,
     PAYLOAD_COLUMNS,
@@ -36,6 +42,7 @@ from sinks.schema import (
     TTL_COLUMNS,
     Ddl,
     Retention,
+    Step,
     Topology,
     bootstrap_statements,
     migrations,
@@ -48,6 +55,7 @@ INSERT_SETTINGS: dict[str, int] = {
     "async_insert": 0,
     "insert_deduplicate": 1,
     "deduplicate_blocks_in_dependent_materialized_views": 1,
+    "optimize_on_insert": 0,
 }
 
 
@@ -115,6 +123,7 @@ class Store:
         self.topology = topology or Topology()
         self.retention = retention or Retention()
         self._ddl = Ddl(self.topology)
+        self._otlp_settings: dict[str, str] | None = None  # set by install_otlp_ingest
 
     # --- schema -----------------------------------------------------------------------------------------
 
@@ -122,12 +131,17 @@ class Store:
         """Apply pending migrations in order, record each in `schema_migrations`, align TTLs. Returns the version."""
         for statement in bootstrap_statements(self.topology):
             self.backend.execute(statement)
+        self.backend.use_database(self.topology.database)
         ledger = self._ddl.table("schema_migrations")
         applied = {row["version"] for row in self._select(f"SELECT version FROM {ledger} FINAL")}
         for migration in migrations(self.topology, self.retention):
             if migration.version in applied:
                 continue
             for statement in migration.statements:
+                if isinstance(statement, Step):
+                    if not self.backend.select(statement.only_if).column(0)[0].as_py():
+                        continue
+                    statement = statement.sql
                 self.backend.execute(statement)
             self.backend.execute(
                 f"INSERT INTO {ledger} (version, description) VALUES ({{v:UInt32}}, {{d:String}})",
@@ -184,6 +198,95 @@ class Store:
         """Alert state changes with keys from `schema.ALERT_COLUMNS`."""
         return self._insert_rows("alerts", ALERT_COLUMNS, rows, dedup_token)
 
+    # --- the OTLP path --------------------------------------------------------------------------------
+
+    @property
+    def otlp_input_table(self) -> str:
+        """The qualified `otlp_in` table the normalising SELECTs read from."""
+        return self._ddl.table(otlp_ingest.INPUT_TABLE)
+
+    def install_otlp_ingest(
+        self,
+        proto_schema: str,
+        message: str,
+        input_columns: Sequence[tuple[str, str]],
+        spans_select: otlp_ingest.SelectSql,
+        content_select: otlp_ingest.SelectSql,
+    ) -> None:
+        """Create (or replace, when the SQL changed) `otlp_in` and its views into `spans` and `span_content`.
+
+        The SELECTs may be text or functions of the input table's name (`otlp_input_table`). Idempotent; run it
+        at start-up before receivers accept traffic. See `otlp_ingest.py` for where the Protobuf schema lives.
+        """
+        pipeline = otlp_ingest.build_pipeline(
+            self._ddl, proto_schema, message, input_columns, spans_select, content_select
+        )
+        rows = self._select(
+            "SELECT name, comment FROM system.tables WHERE database = {db:String}", {"db": self.topology.database}
+        )
+        if not otlp_ingest.is_installed(otlp_ingest.installed_digests(rows), pipeline):
+            for statement in otlp_ingest.install_statements(self._ddl, pipeline):
+                self.backend.execute(statement)
+        self._otlp_settings = self._schema_settings(pipeline)
+
+    def _schema_settings(self, pipeline: otlp_ingest.OtlpPipeline) -> dict[str, str]:
+        path = getattr(self.backend, "path", None)
+        if self.backend.kind == "chdb" and path is not None:
+            written = otlp_ingest.write_schema_file(Path(path) / "format_schemas", pipeline)
+            return otlp_ingest.file_schema_settings(str(written), pipeline.message)
+        inline = self._select("SELECT count() AS n FROM system.settings WHERE name = 'format_schema_source'")
+        if inline and inline[0]["n"]:
+            return otlp_ingest.inline_schema_settings(pipeline)
+        # An older server: the file must already be in its format_schema_path (see otlp_ingest.py).
+        return otlp_ingest.file_schema_settings(otlp_ingest.schema_file_name(pipeline), pipeline.message)
+
+    def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
+        """Store many envelopes in one INSERT through the views; a re-sent `dedup_token` is invisible in
+        `spans`, `span_content` and the rollups."""
+        if self._otlp_settings is None:
+            raise StoreError("insert_otlp before install_otlp_ingest", retryable=False)
+        if not envelopes:
+            return
+        settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token, **self._otlp_settings}
+        self.backend.insert_raw(self.otlp_input_table, "Protobuf", otlp_ingest.frame(envelopes), settings)
+
+    # --- the sampler's queries --------------------------------------------------------------------------
+
+    def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]:
+        """One summary per (tenant, trace_id) among the spans with ingest_seq in [seq_from, seq_to]."""
+        rows = self._select(trace_fragments_sql(self._ddl), {"seq_from": int(seq_from), "seq_to": int(seq_to)})
+        for row in rows:
+            row["root_seen"] = bool(row["root_seen"])
+        return rows
+
+    def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> int:
+        """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their
+        sampling reasons and inclusion probability. Idempotent. Returns the kept traces now in `payloads`."""
+        unique: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for row in kept:
+            unique[(str(row["tenant"]), str(row["trace_id"]))] = row
+        if not unique:
+            return 0
+        params = {
+            "tenants": [tenant for tenant, _ in unique],
+            "trace_ids": [trace_id for _, trace_id in unique],
+            "reasons": [[str(r) for r in row.get("reasons", ())] for row in unique.values()],
+            "probabilities": [float(row.get("probability", 1.0)) for row in unique.values()],
+        }
+        token = rows_token("payloads", [{"k": list(key), **dict(row)} for key, row in unique.items()])
+        self.backend.execute(
+            copy_payloads_sql(self._ddl), params, settings={**INSERT_SETTINGS, "insert_deduplication_token": token}
+        )
+        found = self._select(
+            kept_count_sql(self._ddl), {"tenants": params["tenants"], "trace_ids": params["trace_ids"]}
+        )
+        return int(found[0]["n"])
+
+    def recent_p95(self, window_s: int = 900) -> dict[tuple[str, str], float]:
+        """(feature, stage) → p95 duration in ms over the last `window_s` seconds, from the per-minute rollup."""
+        rows = self._select(recent_p95_sql(self._ddl), {"window_s": int(window_s)})
+        return {(r["feature"], r["stage"]): float(r["p95_ms"]) for r in rows if r["p95_ms"] == r["p95_ms"]}
+
     # --- reads ------------------------------------------------------------------------------------------
 
     def _select(self, sql: str, params: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
@@ -193,7 +296,8 @@ class Store:
         self, since_s: float, *, feature: str | None = None, tenant: str | None = None, now_s: float | None = None
     ) -> list[dict[str, Any]]:
         """Latency, errors, tokens and cost per (feature, stage), with a per-model breakdown, over the last
-        `since_s` seconds (whole minutes) — read from the per-minute rollup only."""
+        `since_s` seconds (whole minutes) — read from the rollups only (whole hours from `spans_1h`, the edges
+        from `spans_1m`)."""
         end_s = int(time.time() if now_s is None else now_s)
         sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant)
         return assemble_report(self._select(sql, params))
@@ -246,10 +350,12 @@ def open_store(
 
         backend = ChdbBackend(Path(target))
     store = Store(backend, Topology(database=database), retention)
-    if migrate:
-        try:
+    try:
+        if migrate:
             store.migrate()
-        except BaseException:
-            store.close()
-            raise
+        else:
+            backend.use_database(database)  # `ragmon query "SELECT … FROM spans"` reads this store's tables
+    except BaseException:
+        store.close()
+        raise
     return store

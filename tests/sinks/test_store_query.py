@@ -70,3 +70,10 @@ def test_engine_refuses_writes_on_the_read_path(store: Store) -> None:
     with pytest.raises(StoreError) as info:
         store.backend.select(f"INSERT INTO {db}.alerts (alert_id) VALUES ('x')", readonly=True)
     assert info.value.code == 164  # READONLY
+
+
+def test_unqualified_tables_are_the_stores(store: Store) -> None:
+    store.insert_spans(make_batch(2, seed=24))
+    assert store.query("SELECT count() AS n FROM spans") == [{"n": 10}]
+    assert store.query("SELECT sum(spans) AS n FROM spans_1m", tenant="acme") == [{"n": 10}]
+    assert store.query("SELECT count() AS n FROM spans", tenant="nobody") == [{"n": 0}]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from ragmon.model import SpanBatch
 from sinks import Store
+from sinks.queries import full_hours
 from sinks.schema import QUANTILE_ACCURACY
 from sinks.synth import make_batch
 
@@ -124,3 +126,30 @@ def test_report_reads_only_the_rollup(store: Store) -> None:
     db = store.topology.database
     store.backend.execute(f"TRUNCATE TABLE {db}.spans")
     assert sum(r["requests"] for r in store.report(7200)) == 250
+
+
+def test_whole_hours_from_the_hourly_rollup_and_edge_minutes(store: Store) -> None:
+    hour0 = (int(time.time()) // 3600 - 7) * 3600
+    batch = make_batch(3_000, seed=16, start_ns=hour0 * 10**9, spread_s=6 * 3600)
+    for part in range(2):
+        store.insert_spans(batch.take(list(range(part, len(batch), 2))))
+    now_s = hour0 + 5 * 3600 + 1830  # mid-hour and mid-minute: both edges are partial hours
+    since_s = 4 * 3600 + 1234
+    first_minute = (now_s - since_s) // 60 * 60
+    inside = [i for i in range(len(batch)) if first_minute <= batch.start_time[i] // 10**9 // 60 * 60 <= now_s]
+    report = store.report(since_s, now_s=now_s)
+    want = _expected(batch.take(inside), ("feature", "stage"))
+    assert {(r["feature"], r["stage"]) for r in report} == set(want)
+    for row in report:
+        _check(row, want[(row["feature"], row["stage"])])
+    db = store.topology.database
+    assert store.query(f"SELECT sum(spans) AS n FROM {db}.spans_1h") == [{"n": len(batch)}]
+
+
+@pytest.mark.parametrize("start_s", [0, 59, 60, 3540, 3599, 3600, 3601, 7170])
+@pytest.mark.parametrize("end_s", [3599, 3600, 7139, 7140, 7199, 7200, 10_799, 14_460])
+def test_full_hours_cover_exactly_the_whole_hours_of_the_window(start_s: int, end_s: int) -> None:
+    minutes = set(range(start_s // 60 * 60, end_s + 1, 60))
+    whole = {h for h in range(0, 20_000, 3600) if set(range(h, h + 3600, 60)) <= minutes}
+    first, last = full_hours(start_s, end_s)
+    assert set(range(first, last, 3600)) == whole

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 from ragmon.model import SPAN_COLUMNS
 from sinks import Retention, Store, Topology, open_store
+from sinks.arrow import to_table
 from sinks.chhttp import ClickHouseHttpServer
-from sinks.schema import TTL_COLUMNS, bootstrap_statements, migrations
+from sinks.schema import ROLLUP_ORDER, TTL_COLUMNS, Step, bootstrap_statements, migrations
 
 
 def test_spans_columns_come_from_the_model(store: Store) -> None:
@@ -20,9 +24,9 @@ def test_spans_columns_come_from_the_model(store: Store) -> None:
 
 def test_migrations_are_recorded_once_and_rerun_safely(store: Store) -> None:
     db = store.topology.database
-    assert store.migrate() == 1
+    assert store.migrate() == 2
     store.migrate()
-    ledger = store.query(f"SELECT version, description FROM {db}.schema_migrations FINAL")
+    ledger = store.query(f"SELECT version, description FROM {db}.schema_migrations FINAL ORDER BY version")
     assert [r["version"] for r in ledger] == [m.version for m in migrations(Topology(db), Retention())]
 
 
@@ -50,8 +54,9 @@ def test_every_table_has_a_ttl_and_retention_changes_apply(
 
 def test_cluster_variant_is_generated_from_the_same_source() -> None:
     topology = Topology(database="ragmon", cluster="main")
-    statements = bootstrap_statements(topology) + list(migrations(topology, Retention())[0].statements)
-    assert all(" ON CLUSTER `main`" in s for s in statements)
+    steps = [step for m in migrations(topology, Retention()) for step in m.statements]
+    statements = bootstrap_statements(topology) + [s.sql if isinstance(s, Step) else s for s in steps]
+    assert all(" ON CLUSTER `main`" in s for s in statements if not s.startswith(("INSERT", "TRUNCATE")))
     creates = [s for s in statements if s.startswith("CREATE TABLE")]
     assert creates and all("ENGINE = Replicated" in s for s in creates)
     assert not any("non_replicated_deduplication_window" in s for s in statements)
@@ -68,3 +73,71 @@ def test_engine_logs_are_off(store: Store) -> None:
     # chDB keeps no MergeTree system logs; its one log table (user_query_log) lives in memory and is not fed.
     assert [r["name"] for r in logs] == ["user_query_log"]
     assert store.query("SELECT count() AS n FROM system.user_query_log") == [{"n": 0}]
+
+
+def test_a_v1_store_migrates_to_v2_and_keeps_its_report(engine_dir: Path, database: str) -> None:
+    """A store written by v1 (no ingest_seq, no hourly rollup, a key-first minute rollup) gains both, its minutes
+    are copied into a time-first table, and the hours are backfilled."""
+    from sinks.chdb_backend import ChdbBackend
+    from sinks.synth import make_batch
+
+    topology = Topology(database)
+    old = Store(ChdbBackend(engine_dir), topology)
+    for statement in bootstrap_statements(topology) + list(migrations(topology, Retention())[0].statements):
+        assert isinstance(statement, str)
+        old.backend.execute(
+            statement.replace(f"ORDER BY ({ROLLUP_ORDER})", "ORDER BY (tenant, feature, stage, model, minute)")
+        )
+    old.backend.execute(f"ALTER TABLE {database}.spans DROP COLUMN ingest_seq")
+    old.backend.execute(f"INSERT INTO {database}.schema_migrations (version, description) VALUES (1, 'v1')")
+    batch = make_batch(200, seed=31, spread_s=3 * 3600, start_ns=(int(time.time()) // 3600 - 4) * 3600 * 10**9)
+    columns = [name for name, _ in SPAN_COLUMNS if name != "ingest_seq"]
+    table = to_table(batch.columns(), [(n, t) for n, t in SPAN_COLUMNS if n != "ingest_seq"])
+    old.backend.insert(f"{database}.spans", table.select(columns), {"optimize_on_insert": 0})
+    minutes = (
+        "SELECT feature, stage, sum(spans) AS n, quantilesDDMerge(0.005, 0.5, 0.95, 0.99)(duration_q) AS q"
+        f" FROM {database}.spans_1m GROUP BY feature, stage ORDER BY feature, stage"
+    )
+    before = old.query(minutes)
+    old.close()
+
+    store = open_store(str(engine_dir), database=database)
+    try:
+        report = {(r["feature"], r["stage"]): r for r in store.report(6 * 3600)}
+        assert len(report) == len(before)
+        for row in before:
+            got = report[(row["feature"], row["stage"])]
+            assert got["requests"] == row["n"]
+            assert [got["p50_ms"], got["p95_ms"], got["p99_ms"]] == pytest.approx(row["q"], rel=1e-9)
+        hours = store.query(f"SELECT sum(spans) AS n FROM {database}.spans_1h")
+        assert hours == [{"n": len(batch)}]
+        store.migrate()  # re-running does not backfill twice
+        assert store.query(f"SELECT sum(spans) AS n FROM {database}.spans_1h") == hours
+        columns_now = store.query(
+            "SELECT name FROM system.columns WHERE database = {db:String} AND table = 'spans'", {"db": database}
+        )
+        assert [r["name"] for r in columns_now][-1] == "ingest_seq"
+        keys = store.query(
+            "SELECT name, sorting_key FROM system.tables WHERE database = {db:String} AND name LIKE 'spans_1_'",
+            {"db": database},
+        )
+        assert {r["name"]: r["sorting_key"] for r in keys} == {
+            "spans_1m": ROLLUP_ORDER,
+            "spans_1h": ROLLUP_ORDER.replace("minute", "hour"),
+        }
+        store.insert_spans(make_batch(10, seed=32))  # the re-created per-minute view feeds the new table
+        assert store.query(f"SELECT sum(spans) AS n FROM {database}.spans_1m") == [{"n": len(batch) + 50}]
+    finally:
+        store.close()
+
+
+def test_content_ttl_is_a_setting_in_hours(engine_dir: Path, database: str) -> None:
+    store = open_store(str(engine_dir), database=database, retention=Retention(content_hours=6))
+    try:
+        engine = store.query(
+            "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = 'span_content'",
+            {"db": database},
+        )[0]["engine_full"]
+        assert "TTL toDateTime(inserted_at) + toIntervalHour(6)" in engine
+    finally:
+        store.close()

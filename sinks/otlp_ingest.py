@@ -1,0 +1,145 @@
+"""The OTLP ingest path in the engine: Protobuf envelopes → `otlp_in` (Null) → views → `spans`, `span_content`.
+
+Normalisation is SQL (written by `collectors/otlp_sql.py`), so storing a span costs no Python: the agent frames
+the envelopes it has logged (`varint(len) + message`, ClickHouse's length-delimited Protobuf stream) and sends them
+in one INSERT into `otlp_in`, a `Null` table whose two materialised views write the slim span rows and the
+captured text. The views' SELECTs embed the price table, so they change between releases and price files:
+`install_statements` replaces them when their digest (kept in the objects' COMMENT) differs, and does nothing
+when it matches, so start-up is idempotent. Replacing drops and re-creates the views — run it at start-up,
+before receivers accept traffic; an insert in between would miss a view.
+
+Where the engine finds the Protobuf schema (`format_schema` is resolved by the server, never the client):
+
+- embedded (chDB): the schema is written under the data directory (`format_schemas/ragmon_otlp_<digest>.proto`,
+  named by content because the engine caches parsed schemas by file name) and named by absolute path;
+- a ClickHouse server with `format_schema_source` (26.9 has it): the schema text travels with each INSERT
+  (`format_schema_source = 'string'`), so nothing has to be deployed on the server; the loopback `chhttp`
+  endpoint works the same way;
+- an older server reads schemas only from its `format_schema_path` (`/var/lib/clickhouse/format_schemas/` by
+  default): the deployment must copy `schema_file_name(...)` there (the agent logs the name; `ragmon` ships the
+  file's text as `collectors.otlp_sql.PROTO_SCHEMA`). The INSERT then names it relative to that directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sinks.schema import CONTENT_TABLE, Ddl, quote_identifier
+
+INPUT_TABLE = "otlp_in"
+SPANS_VIEW = "otlp_spans_mv"
+CONTENT_VIEW = "otlp_content_mv"
+
+SelectSql = str | Callable[[str], str]  # the SELECT text, or a function of the (qualified) input table
+_UNQUALIFIED_INPUT = re.compile(rf"(?i)(\bFROM\s+)`?{INPUT_TABLE}`?(?![\w.`])")
+
+
+@dataclass(frozen=True, slots=True)
+class OtlpPipeline:
+    """Everything the engine needs to turn envelopes into rows; its digest names one version of it."""
+
+    proto_schema: str
+    message: str
+    input_columns: tuple[tuple[str, str], ...]
+    spans_select: str
+    content_select: str
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for part in (self.proto_schema, self.message, repr(self.input_columns), self.spans_select, self.content_select):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:16]
+
+
+def build_pipeline(
+    ddl: Ddl,
+    proto_schema: str,
+    message: str,
+    input_columns: Sequence[tuple[str, str]],
+    spans_select: SelectSql,
+    content_select: SelectSql,
+) -> OtlpPipeline:
+    source = ddl.table(INPUT_TABLE)
+
+    def render(select: SelectSql) -> str:
+        if callable(select):
+            return select(source)
+        # A view resolves an unqualified table in the *session's* database (`default`), not the view's own, so a
+        # SELECT written against plain `otlp_in` is pointed at the store's database here.
+        return _UNQUALIFIED_INPUT.sub(lambda m: m.group(1) + source, select)
+
+    return OtlpPipeline(proto_schema, message, tuple(input_columns), render(spans_select), render(content_select))
+
+
+def installed_digests(rows: Sequence[dict[str, str]]) -> dict[str, str]:
+    """{object name: comment} from `system.tables` rows, for the three objects of the pipeline."""
+    names = {INPUT_TABLE, SPANS_VIEW, CONTENT_VIEW}
+    return {row["name"]: row["comment"] for row in rows if row["name"] in names}
+
+
+def install_statements(ddl: Ddl, pipeline: OtlpPipeline) -> list[str]:
+    """Drop and re-create `otlp_in` and its two views, each commented with the pipeline's digest."""
+    comment = f"COMMENT 'ragmon:{pipeline.digest}'"
+    columns = ",\n    ".join(f"{quote_identifier(name)} {ch_type}" for name, ch_type in pipeline.input_columns)
+    view = f"CREATE MATERIALIZED VIEW {{name}}{ddl.on_cluster} TO {{target}} AS\n{{select}}\n{comment}"
+    return [
+        f"DROP VIEW IF EXISTS {ddl.table(SPANS_VIEW)}{ddl.on_cluster}",
+        f"DROP VIEW IF EXISTS {ddl.table(CONTENT_VIEW)}{ddl.on_cluster}",
+        # Null keeps no rows, so re-creating it loses nothing.
+        f"DROP TABLE IF EXISTS {ddl.table(INPUT_TABLE)}{ddl.on_cluster}",
+        f"CREATE TABLE {ddl.table(INPUT_TABLE)}{ddl.on_cluster} (\n    {columns}\n) ENGINE = Null {comment}",
+        view.format(name=ddl.table(SPANS_VIEW), target=ddl.table("spans"), select=pipeline.spans_select),
+        view.format(name=ddl.table(CONTENT_VIEW), target=ddl.table(CONTENT_TABLE), select=pipeline.content_select),
+    ]
+
+
+def is_installed(ddl_digests: dict[str, str], pipeline: OtlpPipeline) -> bool:
+    want = f"ragmon:{pipeline.digest}"
+    return all(ddl_digests.get(name) == want for name in (INPUT_TABLE, SPANS_VIEW, CONTENT_VIEW))
+
+
+def schema_file_name(pipeline: OtlpPipeline) -> str:
+    return f"ragmon_otlp_{hashlib.sha256(pipeline.proto_schema.encode()).hexdigest()[:16]}.proto"
+
+
+def write_schema_file(directory: Path, pipeline: OtlpPipeline) -> Path:
+    """Write the schema under `directory` once (atomically: a reader never sees half a file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / schema_file_name(pipeline)
+    if not path.exists() or path.read_text() != pipeline.proto_schema:
+        partial = path.with_suffix(".tmp")
+        partial.write_text(pipeline.proto_schema)
+        partial.replace(path)
+    return path
+
+
+def file_schema_settings(path_or_name: str, message: str) -> dict[str, str]:
+    return {"format_schema": f"{path_or_name}:{message}"}
+
+
+def inline_schema_settings(pipeline: OtlpPipeline) -> dict[str, str]:
+    return {
+        "format_schema_source": "string",
+        "format_schema": pipeline.proto_schema,
+        "format_schema_message_name": pipeline.message,
+    }
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def frame(envelopes: Sequence[bytes]) -> bytes:
+    """The length-delimited Protobuf stream ClickHouse's `Protobuf` input format reads: varint length, message."""
+    return b"".join(_varint(len(m)) + m for m in envelopes)

@@ -1,0 +1,176 @@
+"""SQL the tail sampler runs against the store: trace fragments per ingest range, payload copies, recent p95.
+
+The sampler never holds span text in Python. It asks for one summary row per (tenant, trace) among the spans of
+a write-ahead-log range (`trace_fragments_sql`), decides, and has the engine copy the kept traces' text from
+`span_content` into `payloads` (`copy_payloads_sql`: INSERT … SELECT). Values arrive as `{name:Type}` parameters.
+Duplicated spans (a re-send that was not the same batch) are collapsed with `LIMIT 1 BY` before counting.
+"""
+
+from __future__ import annotations
+
+from sinks.schema import CONTENT_TABLE, DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl
+
+_ROOT = "parent_span_id = ''"
+
+
+def trace_fragments_sql(ddl: Ddl) -> str:
+    """Params: seq_from, seq_to (UInt64, inclusive)."""
+    return f"""
+SELECT s.tenant AS tenant, s.trace_id AS trace_id,
+    if(countIf({_ROOT}) > 0, anyIf(s.feature, {_ROOT}), anyIf(s.feature, s.feature != '')) AS feature,
+    if(countIf({_ROOT}) > 0, anyIf(s.user, {_ROOT}), anyIf(s.user, s.user != '')) AS user,
+    count() AS span_count,
+    countIf(s.status = 'error') AS error_count,
+    countIf({_ROOT}) > 0 AS root_seen,
+    if(root_seen, anyIf(s.duration_ms, {_ROOT}), NULL) AS root_duration_ms,
+    CAST(maxMap(map(toString(s.stage), s.duration_ms)), 'Map(String, Float64)') AS stage_max_ms,
+    min(s.top1_score) AS min_top1_score,
+    min(s.similarity_gap) AS min_similarity_gap,
+    max(s.norm_deviation) AS max_norm_deviation,
+    any(c.content_bytes) AS content_bytes
+FROM (
+    SELECT tenant, trace_id, span_id, parent_span_id, feature, user, status, duration_ms, stage,
+        top1_score, similarity_gap, norm_deviation
+    FROM {ddl.table("spans")}
+    WHERE ingest_seq BETWEEN {{seq_from:UInt64}} AND {{seq_to:UInt64}}
+    LIMIT 1 BY tenant, trace_id, span_id
+) AS s
+LEFT JOIN (
+    SELECT tenant, trace_id, sum(content_bytes) AS content_bytes
+    FROM (
+        SELECT tenant, trace_id, span_id, content_bytes
+        FROM {ddl.table(CONTENT_TABLE)}
+        WHERE ingest_seq BETWEEN {{seq_from:UInt64}} AND {{seq_to:UInt64}}
+        LIMIT 1 BY tenant, trace_id, span_id
+    )
+    GROUP BY tenant, trace_id
+) AS c ON c.tenant = s.tenant AND c.trace_id = s.trace_id
+GROUP BY s.tenant, s.trace_id
+ORDER BY tenant, trace_id"""
+
+
+def _output_text(messages: str) -> str:
+    """The text of `gen_ai.output.messages` (OTel GenAI JSON: [{role, parts: [{type, content}]}], or the older
+    [{role, content}]); anything that is not a JSON array is taken as text already."""
+    return f"""multiIf(
+        isValidJSON({messages}) AND JSONType({messages}) = 'Array',
+        arrayStringConcat(arrayFlatten(arrayMap(
+            x -> if(JSONHas(x, 'parts'),
+                arrayMap(part -> JSONExtractString(part, 'content'), JSONExtractArrayRaw(x, 'parts')),
+                [JSONExtractString(x, 'content')]),
+            JSONExtractArrayRaw({messages}))), '\\n'),
+        {messages})"""
+
+
+PAYLOAD_INSERT_COLUMNS = (
+    "tenant",
+    "trace_id",
+    "feature",
+    "start_time",
+    "question",
+    "answer",
+    "passages",
+    "tool_calls",
+    "content",
+    "sampling_reason",
+    "sampling_reasons",
+    "inclusion_probability",
+)
+
+
+def copy_payloads_sql(ddl: Ddl) -> str:
+    """Params: tenants, trace_ids (Array(String)), reasons (Array(Array(String))), probabilities
+    (Array(Float64)) — one entry per kept trace, aligned."""
+    kept = """
+    SELECT k.1 AS tenant, k.2 AS trace_id, k.3 AS reasons, k.4 AS probability
+    FROM (SELECT arrayJoin(arrayZip({tenants:Array(String)}, {trace_ids:Array(String)},
+        {reasons:Array(Array(String))}, {probabilities:Array(Float64)})) AS k)"""
+    answer_span = "(stage = 'generate' AND mapContains(content, 'gen_ai.output.messages'))"
+    passage_span = "(notEmpty(retrieved_ids) OR mapContains(content, 'ragmon.retrieval.document_texts'))"
+    return f"""
+INSERT INTO {ddl.table("payloads")} ({", ".join(PAYLOAD_INSERT_COLUMNS)})
+WITH kept AS ({kept}
+),
+spans_info AS (
+    SELECT tenant, trace_id, anyIf(feature, {_ROOT}) AS root_feature, anyIf(feature, feature != '') AS any_feature,
+        min(start_time) AS first_start
+    FROM {ddl.table("spans")}
+    WHERE trace_id IN {{trace_ids:Array(String)}} AND (tenant, trace_id) IN (SELECT tenant, trace_id FROM kept)
+    GROUP BY tenant, trace_id
+),
+spans_c AS (
+    SELECT tenant, trace_id, span_id, parent_span_id, stage, name, start_time, content, retrieved_ids,
+        retrieved_scores
+    FROM {ddl.table(CONTENT_TABLE)}
+    WHERE (tenant, trace_id) IN (SELECT tenant, trace_id FROM kept)
+    LIMIT 1 BY tenant, trace_id, span_id
+),
+per_trace AS (
+    SELECT tenant, trace_id, min(start_time) AS first_start,
+        anyIf(content['ragmon.question'], mapContains(content, 'ragmon.question') AND {_ROOT}) AS root_question,
+        anyIf(content['ragmon.question'], mapContains(content, 'ragmon.question')) AS any_question,
+        argMaxIf(span_id, start_time, mapContains(content, 'ragmon.answer')) AS answer_span,
+        argMaxIf(content['ragmon.answer'], start_time, mapContains(content, 'ragmon.answer')) AS direct_answer,
+        argMaxIf(span_id, start_time, {answer_span}) AS generate_span,
+        argMaxIf(content['gen_ai.output.messages'], start_time, {answer_span}) AS output_messages,
+        if(countIf(stage = 'rerank' AND {passage_span}) > 0,
+            argMaxIf((span_id, retrieved_ids, retrieved_scores, content['ragmon.retrieval.document_texts']),
+                start_time, stage = 'rerank' AND {passage_span}),
+            argMaxIf((span_id, retrieved_ids, retrieved_scores, content['ragmon.retrieval.document_texts']),
+                start_time, stage = 'search' AND {passage_span})) AS passage_source,
+        arraySort(x -> x.1, groupArrayIf(
+            (start_time, if(content['gen_ai.tool.name'] != '', content['gen_ai.tool.name'], toString(name)),
+                content['gen_ai.tool.call.arguments'], content['gen_ai.tool.call.result']),
+            stage = 'tool')) AS tools,
+        arrayFlatten(groupArray(arrayMap((key, value) -> (toString(stage), span_id, key, value, {_ROOT}),
+            mapKeys(content), mapValues(content)))) AS entries
+    FROM spans_c
+    GROUP BY tenant, trace_id
+)
+SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
+    SELECT k.tenant AS tenant, k.trace_id AS trace_id,
+        if(si.root_feature != '', si.root_feature, si.any_feature) AS feature,
+        if(p.trace_id != '', p.first_start, si.first_start) AS start_time,
+        if(p.root_question != '', p.root_question, p.any_question) AS question,
+        multiIf(p.answer_span != '', p.direct_answer,
+            p.generate_span != '', {_output_text("p.output_messages")}, '') AS answer,
+        p.passage_source.2 AS ids, p.passage_source.3 AS scores,
+        JSONExtract(p.passage_source.4, 'Array(String)') AS texts,
+        arrayMap(i -> (ids[i], if(i <= length(scores), toNullable(scores[i]), NULL), texts[i]),
+            range(1, greatest(length(ids), length(texts)) + 1)) AS passages,
+        arrayMap(t -> (t.2, t.3, t.4), p.tools) AS tool_calls,
+        arrayFilter(e -> NOT (
+            (e.3 = 'ragmon.question' AND e.4 = question)
+            OR (p.answer_span != '' AND e.2 = p.answer_span AND e.3 = 'ragmon.answer')
+            OR (p.answer_span = '' AND e.2 = p.generate_span AND e.3 = 'gen_ai.output.messages')
+            OR (e.2 = p.passage_source.1 AND e.3 = 'ragmon.retrieval.document_texts')
+            OR (e.1 = 'tool' AND e.3 IN ('gen_ai.tool.name', 'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result'))
+        ), p.entries) AS rest,
+        mapFromArrays(arrayMap(e -> concat(e.1, '/', e.2, '/', e.3), rest), arrayMap(e -> e.4, rest)) AS content,
+        k.reasons[1] AS sampling_reason, k.reasons AS sampling_reasons, k.probability AS inclusion_probability
+    FROM kept AS k
+    LEFT JOIN per_trace AS p ON p.tenant = k.tenant AND p.trace_id = k.trace_id
+    LEFT JOIN spans_info AS si ON si.tenant = k.tenant AND si.trace_id = k.trace_id
+    WHERE p.trace_id != '' OR si.trace_id != ''
+)"""
+
+
+def kept_count_sql(ddl: Ddl) -> str:
+    """Params: tenants, trace_ids. How many of those traces have a payload row."""
+    return f"""
+SELECT count() AS n FROM (
+    SELECT DISTINCT tenant, trace_id FROM {ddl.table("payloads")}
+    WHERE trace_id IN {{trace_ids:Array(String)}}
+        AND (tenant, trace_id) IN (SELECT arrayJoin(arrayZip({{tenants:Array(String)}}, {{trace_ids:Array(String)}})))
+)"""
+
+
+def recent_p95_sql(ddl: Ddl) -> str:
+    """Params: window_s (UInt32). p95 per (feature, stage) over the minutes of the last `window_s` seconds."""
+    index = DURATION_LEVELS.index(0.95) + 1
+    merge = DURATION_STATE.replace("(", "Merge(", 1)
+    return f"""
+SELECT feature, stage, {merge}(duration_q)[{index}] AS p95_ms
+FROM {ddl.table(ROLLUP_TABLE)}
+WHERE minute >= toStartOfMinute(now() - {{window_s:UInt32}})
+GROUP BY feature, stage"""

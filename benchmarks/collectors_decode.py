@@ -1,14 +1,16 @@
-"""Decode + normalise throughput of the collectors on pre-encoded, realistic 512-span OTLP requests.
+"""Receive-path and store-side throughput of OTLP ingestion on pre-encoded, realistic 512-span requests.
 
-Prints spans/s for: raw protobuf `ParseFromString` (the floor any Python receiver pays), protobuf parse +
-normalise, and OTLP/JSON parse + normalise. Requests mimic RAG traffic: traces of a request root plus embed,
-search, rerank and generate spans with 5–12 attributes each (ragmon SDK names, one trace in four in the
+Python side, per request (what a receiver pays): raw protobuf `ParseFromString` (the floor), parse + validate,
+`seal`, OTLP/JSON parse + convert + validate. Store side: chDB parses sealed envelopes with the Protobuf format
+into a Null table whose materialized views run `spans_select` and `content_select` — spans/s for batches of
+N requests, wall clock and process CPU (all threads). Requests mimic RAG traffic: traces of a request root plus
+embed, search, rerank and generate spans with 5–12 attributes each (ragmon SDK names, one trace in four in the
 OpenInference dialect, so both routing paths are measured).
 
-    /work/venv/bin/python benchmarks/collectors_decode.py [--seconds 3] [--spans 512] [--http SENDERS]
+    /work/venv/bin/python benchmarks/collectors_decode.py [--seconds 3] [--spans 512] [--batch 50] [--http SENDERS]
 
 With ``--http N`` it also measures the OTLP/HTTP receiver end to end: N sender processes post the pre-encoded
-protobuf request over keep-alive connections to an `HttpReceiver` whose consumer drops batches.
+protobuf request over keep-alive connections to an `HttpReceiver` whose consumer drops bodies.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import argparse
 import json
 import os
 import random
+import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -26,7 +31,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collectors.decode import parse_json, parse_protobuf
-from collectors.normalise import normalise_json, normalise_protobuf
+from collectors.envelope import _varint, validate
+from collectors.otlp_json import request_from_json
+from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, seal, spans_select
+from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
 
 def _kv(key: str, value: Any) -> KeyValue:
@@ -220,8 +228,54 @@ def _rate(label: str, spans: int, work: Callable[[], object], seconds: float) ->
 
 
 class _DropConsumer:
-    def consume(self, batch: object) -> None:
+    def consume(self, tenant: str, body: bytes, spans: int) -> None:
         pass
+
+
+def _store_rates(body: bytes, spans: int, batch: int, repeats: int, views: tuple[str, ...]) -> None:
+    """chDB insert + normalise of `batch` sealed requests per INSERT, through the given materialized views."""
+    from chdb import session as chdb_session
+
+    workdir = Path(tempfile.mkdtemp(prefix="ragmon-bench-"))
+    schema = workdir / "otlp.proto"
+    schema.write_text(PROTO_SCHEMA, encoding="utf-8")
+    session = chdb_session.Session(str(workdir / "db"))
+    columns = {"spans": SPAN_COLUMNS, "content": CONTENT_COLUMNS}
+    selects = {"spans": spans_select("b.otlp_in"), "content": content_select("b.otlp_in")}
+    envelopes = [seal(body, "bench", seq) for seq in range(batch)]
+    framed = [_varint(len(e)) + e for e in envelopes]
+    for label, chosen in (
+        ("parse only (no views)", ()),
+        *((f"parse + {v}", (v,)) for v in views),
+        ("parse + spans + content", views),
+    ):
+        session.query("DROP DATABASE IF EXISTS b")
+        session.query("CREATE DATABASE b")
+        session.query(f"CREATE TABLE b.otlp_in ({', '.join(f'{n} {t}' for n, t in INPUT_COLUMNS)}) ENGINE = Null")
+        for view in chosen:
+            definition = ", ".join(f"`{n}` {t}" for n, t in columns[view])
+            session.query(f"CREATE TABLE b.{view} ({definition}) ENGINE = MergeTree ORDER BY tuple()")
+            session.query(f"CREATE MATERIALIZED VIEW b.{view}_mv TO b.{view} AS {selects[view]}")
+        walls: list[float] = []
+        cpus: list[float] = []
+        for _ in range(repeats):
+            wall, cpu = time.perf_counter(), time.process_time()
+            insert = session.send_insert(
+                f"INSERT INTO b.otlp_in SETTINGS format_schema='{schema}:{PROTO_MESSAGE}'", "Protobuf"
+            )
+            for envelope in framed:
+                insert.append(envelope)
+            insert.finish()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        total = spans * batch
+        # The first inserts compile expressions (JIT) and warm caches: medians of the rest.
+        wall_s, cpu_s = statistics.median(walls[2:]), statistics.median(cpus[2:])
+        print(
+            f"{'chDB ' + label:<40} {total / wall_s:>12,.0f} spans/s   "
+            f"({cpu_s / total * 1e6:.2f} µs CPU per span, batch of {batch} requests)"
+        )
+    session.close()
 
 
 def _sender(port: int, body: bytes, seconds: float, results: Any) -> None:
@@ -266,8 +320,10 @@ def _http_rate(body: bytes, spans: int, senders: int, seconds: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument("--seconds", type=float, default=3.0, help="time per Python measurement")
     parser.add_argument("--spans", type=int, default=512, help="spans per request")
+    parser.add_argument("--batch", type=int, default=50, help="requests per chDB insert")
+    parser.add_argument("--repeats", type=int, default=9, help="chDB inserts per measurement")
     parser.add_argument("--http", type=int, default=0, metavar="SENDERS", help="also measure the HTTP receiver")
     args = parser.parse_args()
     request = build_request(args.spans)
@@ -275,9 +331,9 @@ def main() -> None:
     json_body = to_otlp_json(request)
     print(f"request: {args.spans} spans, protobuf {len(body):,} B, JSON {len(json_body):,} B")
     attrs_per_span = sum(len(s.attributes) for s in request.resource_spans[0].scope_spans[0].spans) / args.spans
-    print(f"attributes per span: {attrs_per_span:.1f} (mean)")
-    check = normalise_protobuf(parse_protobuf(body), "t")
-    assert len(check.batch) == args.spans and not check.rejected, check.rejected
+    print(f"attributes per span: {attrs_per_span:.1f} (mean); load average: {os.getloadavg()[0]:.2f}")
+    check = validate(parse_protobuf(body), body)
+    assert check.spans_accepted == args.spans and check.body is body, check.rejected_by_reason
 
     probe = {f"k{i}": i for i in range(64)}
     began = time.perf_counter()
@@ -290,9 +346,18 @@ def main() -> None:
     def raw_parse() -> object:
         return ExportTraceServiceRequest.FromString(body)
 
+    def parse_validate() -> object:
+        return validate(parse_protobuf(body), body)
+
+    def json_path() -> object:
+        converted, malformed = request_from_json(parse_json(json_body))
+        return validate(converted, malformed_spans=malformed)
+
     _rate("protobuf ParseFromString only", args.spans, raw_parse, args.seconds)
-    _rate("protobuf parse + normalise", args.spans, lambda: normalise_protobuf(parse_protobuf(body), "t"), args.seconds)
-    _rate("JSON parse + normalise", args.spans, lambda: normalise_json(parse_json(json_body), "t"), args.seconds)
+    _rate("protobuf parse + validate", args.spans, parse_validate, args.seconds)
+    _rate("seal (per request)", args.spans, lambda: seal(body, "tenant", 123_456), args.seconds)
+    _rate("JSON parse + convert + validate", args.spans, json_path, args.seconds)
+    _store_rates(body, args.spans, args.batch, args.repeats, ("spans", "content"))
     if args.http:
         _http_rate(body, args.spans, args.http, args.seconds)
 

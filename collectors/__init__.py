@@ -1,4 +1,4 @@
-"""ragmon's collectors: OTLP receivers (HTTP, gRPC), decoding and normalisation of every dialect to `SpanBatch`.
+"""ragmon's collectors: OTLP receivers (HTTP, gRPC), per-request validation, and the SQL that normalises spans.
 
 The agent builds one `CollectorCounters`, one `SpanConsumer` (sampler → store) and starts the receivers::
 
@@ -8,11 +8,15 @@ The agent builds one `CollectorCounters`, one `SpanConsumer` (sampler → store)
     grpc = GrpcReceiver(consumer, port=4317, auth=auth, counters=counters).start()
     ...
     http.stop(); grpc.stop()
+
+The consumer gets validated OTLP protobuf bodies; the store seals them (`seal`) and inserts them into a Null
+table whose materialized views (`spans_select`, `content_select`) normalise every dialect inside ClickHouse.
 """
 
 from collectors.auth import ApiKeyAuth
 from collectors.consumer import SpanConsumer
 from collectors.counters import CollectorCounters, MetricsSource, render_metrics
+from collectors.envelope import REJECT_REASONS, Validation, validate
 from collectors.errors import (
     Backpressure,
     CollectorError,
@@ -26,9 +30,19 @@ from collectors.errors import (
 from collectors.grpc_receiver import GrpcReceiver
 from collectors.http_receiver import HttpReceiver
 from collectors.ingest import ExportOutcome, Ingest
-from collectors.normalise import REJECT_REASONS, NormaliseOptions, NormaliseResult, normalise_json, normalise_protobuf
+from collectors.otlp_sql import (
+    INPUT_COLUMNS,
+    PROTO_MESSAGE,
+    PROTO_SCHEMA,
+    content_select,
+    seal,
+    spans_select,
+)
 
 __all__ = [
+    "INPUT_COLUMNS",
+    "PROTO_MESSAGE",
+    "PROTO_SCHEMA",
     "REJECT_REASONS",
     "ApiKeyAuth",
     "Backpressure",
@@ -43,12 +57,13 @@ __all__ = [
     "Ingest",
     "JsonDecodeError",
     "MetricsSource",
-    "NormaliseOptions",
-    "NormaliseResult",
     "PayloadTooLargeError",
     "ProtobufDecodeError",
     "SpanConsumer",
-    "normalise_json",
-    "normalise_protobuf",
+    "Validation",
+    "content_select",
     "render_metrics",
+    "seal",
+    "spans_select",
+    "validate",
 ]

@@ -1,9 +1,11 @@
-"""What a receiver hands each decoded batch to: the one-method `SpanConsumer` interface.
+"""What a receiver hands each validated request to: the one-method `SpanConsumer` interface.
 
-The agent wires the sampler and the store behind it. Receivers acknowledge a request (HTTP 200, gRPC OK) only
-after `consume` returned, so a consumer that makes the batch durable (write-ahead log) before returning gives
-at-least-once delivery. A consumer that cannot take the batch raises `Backpressure` (client retries after a
-delay) or `ConsumerUnavailable`; any other exception is answered as a retryable 503 / UNAVAILABLE and counted.
+A receiver passes the tenant (from the API key), the request body as OTLP protobuf bytes — invalid spans
+already removed, otherwise exactly as received — and the number of spans in it. The agent's consumer appends
+the body to the write-ahead log and returns; the store later seals it (`collectors.envelope.seal`) and lets
+ClickHouse normalise it. Receivers acknowledge (HTTP 200, gRPC OK) only after `consume` returned, which gives
+at-least-once delivery. A consumer that cannot take the body raises `Backpressure` (the client retries after
+a delay) or `ConsumerUnavailable`; any other exception is answered as a retryable 503 / UNAVAILABLE and counted.
 """
 
 from __future__ import annotations
@@ -11,15 +13,14 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from collectors.errors import Backpressure, ConsumerUnavailable
-from ragmon.model import SpanBatch
 
 __all__ = ["Backpressure", "ConsumerUnavailable", "SpanConsumer"]
 
 
 @runtime_checkable
 class SpanConsumer(Protocol):
-    """Takes a batch of normalised spans; called from receiver worker threads, possibly concurrently."""
+    """Takes validated export requests; called from receiver worker threads, possibly concurrently."""
 
-    def consume(self, batch: SpanBatch) -> None:
-        """Keep `batch` (or raise `Backpressure`); must not keep a reference it later mutates."""
+    def consume(self, tenant: str, body: bytes, spans: int) -> None:
+        """Keep `body` (an ExportTraceServiceRequest with `spans` valid spans) for `tenant`, or raise."""
         ...

@@ -3,9 +3,10 @@
 Same semantics as the HTTP receiver, mapped to gRPC codes: UNAUTHENTICATED for a missing or wrong API key
 (``authorization: Bearer <key>`` or ``x-api-key`` metadata), RESOURCE_EXHAUSTED with RetryInfo when the
 consumer pushes back, UNAVAILABLE (+RetryInfo) when it is down, OK with ``partial_success`` when spans were
-rejected. grpcio decodes and decompresses the message itself and enforces `max_message_bytes` on the
-decompressed size, answering RESOURCE_EXHAUSTED; a body protobuf cannot parse is answered INTERNAL by grpcio
-before our handler runs (grpcio does not let a servicer see undecodable bytes).
+rejected, INVALID_ARGUMENT for a message that does not parse. grpcio decompresses the message and enforces
+`max_message_bytes` on the decompressed size (RESOURCE_EXHAUSTED); the handler is registered with no request
+deserializer, so it gets the raw bytes: they are parsed once to count invalid spans and then passed on as they
+are (no re-serialisation), exactly like an OTLP/HTTP body.
 
 RetryInfo is sent both as the standard ``grpc-status-details-bin`` (a google.rpc.Status with the detail) and as
 ``google.rpc.retryinfo-bin``, which is what the OpenTelemetry Python exporter reads.
@@ -16,26 +17,25 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import math
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
-    ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
 from collectors.auth import ApiKeyAuth
 from collectors.consumer import SpanConsumer
 from collectors.counters import CollectorCounters
-from collectors.errors import Backpressure, ConsumerUnavailable
+from collectors.errors import Backpressure, ConsumerUnavailable, DecodeError
 from collectors.ingest import Ingest
-from collectors.normalise import NormaliseOptions
 
 __all__ = ["GrpcReceiver"]
+
+_SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 _log = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ class GrpcReceiver:
         port: int = 4317,
         auth: ApiKeyAuth | None = None,
         counters: CollectorCounters | None = None,
-        options: NormaliseOptions | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
         worker_threads: int = 4,
         max_concurrent_rpcs: int = 64,
@@ -60,7 +59,7 @@ class GrpcReceiver:
         self._requested_port = port
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
-        self.ingest = Ingest(consumer, counters=self.counters, options=options, max_body_bytes=max_message_bytes)
+        self.ingest = Ingest(consumer, counters=self.counters, max_body_bytes=max_message_bytes)
         self.max_message_bytes = max_message_bytes
         self._worker_threads = worker_threads
         self._max_concurrent_rpcs = max_concurrent_rpcs
@@ -79,7 +78,12 @@ class GrpcReceiver:
             # Beyond this, grpcio answers RESOURCE_EXHAUSTED itself: the queue of waiting RPCs is bounded.
             maximum_concurrent_rpcs=self._max_concurrent_rpcs,
         )
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), server)
+        export = grpc.unary_unary_rpc_method_handler(
+            _TraceService(self).Export,
+            request_deserializer=None,  # raw bytes: parsed once by Ingest, passed on unchanged
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": export}),))
         port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
         if port == 0:
             raise OSError(f"cannot bind OTLP/gRPC receiver to {self.host}:{self._requested_port}")
@@ -106,11 +110,11 @@ class GrpcReceiver:
         self.stop()
 
 
-class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+class _TraceService:
     def __init__(self, receiver: GrpcReceiver) -> None:
         self.receiver = receiver
 
-    def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+    def Export(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         receiver = self.receiver
         metadata = {key.lower(): value for key, value in context.invocation_metadata()}
         authorization = metadata.get("authorization")
@@ -123,7 +127,9 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid API key")
             raise AssertionError("unreachable: context.abort raises")
         try:
-            outcome = receiver.ingest.export_message(request, tenant=tenant, wire_bytes=request.ByteSize())
+            outcome = receiver.ingest.export_body(body, encoding="protobuf", tenant=tenant, transport="grpc")
+        except DecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except Backpressure as exc:
             code = (
                 grpc.StatusCode.UNAVAILABLE

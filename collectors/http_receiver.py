@@ -4,7 +4,7 @@ A small HTTP/1.1 server on asyncio (stdlib only, keep-alive, pipelining-safe), r
 background thread. Why not `http.server`: a thread per connection and a line-by-line header parser cost
 ~0.3 ms a request before any decoding, and its blocking reads cannot enforce a body cap or a read deadline
 cleanly; aiohttp/uvicorn are not dependencies of ragmon. The loop only parses heads and buffers bodies; decoding,
-normalising and the consumer run in a small thread pool so a slow consumer (fsync, store) never stalls the loop.
+validating and the consumer run in a small thread pool so a slow consumer (fsync, store) never stalls the loop.
 
 Order of checks for a POST, all before the body is read (with ``Expect: 100-continue`` the client does not even
 send it): auth (401) → length present (411) and within `max_body_bytes` (413) → content type (415) → content
@@ -30,7 +30,6 @@ from collectors.counters import CollectorCounters, MetricsSource, render_metrics
 from collectors.decode import SUPPORTED_ENCODINGS
 from collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
 from collectors.ingest import BodyEncoding, Ingest
-from collectors.normalise import NormaliseOptions
 from collectors.responses import JSON, PROTOBUF, export_response, status_response
 
 __all__ = ["HttpReceiver"]
@@ -74,7 +73,6 @@ class HttpReceiver:
         port: int = 4318,
         auth: ApiKeyAuth | None = None,
         counters: CollectorCounters | None = None,
-        options: NormaliseOptions | None = None,
         max_body_bytes: int = 16 * 1024 * 1024,
         max_inflight_bytes: int = 256 * 1024 * 1024,
         worker_threads: int = 2,
@@ -86,7 +84,7 @@ class HttpReceiver:
         self._requested_port = port
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
-        self.ingest = Ingest(consumer, counters=self.counters, options=options, max_body_bytes=max_body_bytes)
+        self.ingest = Ingest(consumer, counters=self.counters, max_body_bytes=max_body_bytes)
         self.max_body_bytes = max_body_bytes
         self.max_inflight_bytes = max_inflight_bytes
         self.idle_timeout_s = idle_timeout_s
@@ -194,7 +192,7 @@ class HttpReceiver:
     async def handle_export(
         self, body: bytes, encoding: BodyEncoding, content_encoding: str, tenant: str
     ) -> tuple[int, bytes, dict[str, str]]:
-        """Run decode → consume in the pool; map the outcome to (status, body, extra headers)."""
+        """Run decode → validate → consume in the pool; map the outcome to (status, body, extra headers)."""
         content_type = PROTOBUF if encoding == "protobuf" else JSON
         loop = asyncio.get_running_loop()
         try:

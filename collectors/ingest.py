@@ -1,8 +1,13 @@
-"""One export request → decoded, normalised, handed to the consumer, counted: shared by both receivers.
+"""One export request → decoded, validated, handed to the consumer, counted: shared by both receivers.
 
-`Ingest` is transport-neutral: the HTTP receiver gives it a body, its encoding and compression; the gRPC
-receiver gives it the already-parsed message. It raises the `collectors.errors` tree for the receiver to map to
-a status, and returns an `ExportOutcome` (accepted / rejected spans) for the response's partial_success.
+`Ingest` is transport-neutral: each receiver gives it a body, its encoding and compression. Per request it
+decompresses (capped), parses, counts invalid spans (`collectors.envelope.validate`) and hands the consumer the
+body — as received when every span is valid. Normalisation happens later, in ClickHouse
+(`collectors.otlp_sql`). It raises the `collectors.errors` tree for the receiver to map to a status, and returns
+an `ExportOutcome` (accepted / rejected spans) for the response's partial_success.
+
+Not counted here: attribute values over the size limit. They are cut in SQL, and finding them in Python would
+mean walking every attribute of every span, which the receive path exists to avoid.
 """
 
 from __future__ import annotations
@@ -13,11 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from collectors.consumer import SpanConsumer
 from collectors.counters import CollectorCounters
 from collectors.decode import decompress, parse_json, parse_protobuf
+from collectors.envelope import Validation, validate
 from collectors.errors import (
     Backpressure,
     CollectorError,
@@ -25,12 +29,16 @@ from collectors.errors import (
     DecodeError,
     PayloadTooLargeError,
 )
-from collectors.normalise import NormaliseOptions, NormaliseResult, normalise_json, normalise_protobuf
+from collectors.otlp_json import request_from_json
 
 __all__ = ["BodyEncoding", "ExportOutcome", "Ingest"]
 
 _log = logging.getLogger(__name__)
 _LOG_INTERVAL_S: Final = 60.0  # consumer failures are logged at most once a minute, and counted always
+# A `ragmon.tenant` attribute key as protobuf encodes it (KeyValue.key: field 1, length 13). Counting these bytes
+# is a C-speed scan of the body instead of a walk over every attribute; a string value holding exactly these
+# 15 bytes would be miscounted, which a counter can afford.
+_TENANT_KEY_BYTES: Final = b"\x0a\x0dragmon.tenant"
 
 BodyEncoding = Literal["protobuf", "json"]
 
@@ -43,19 +51,17 @@ class ExportOutcome:
 
 
 class Ingest:
-    """Decode → normalise → consume, with the counters; thread-safe (called from receiver worker threads)."""
+    """Decode → validate → consume, with the counters; thread-safe (called from receiver worker threads)."""
 
     def __init__(
         self,
         consumer: SpanConsumer,
         *,
         counters: CollectorCounters | None = None,
-        options: NormaliseOptions | None = None,
         max_body_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self.consumer = consumer
         self.counters = counters if counters is not None else CollectorCounters()
-        self.options = options or NormaliseOptions()
         self.max_body_bytes = max_body_bytes
         self._log_lock = threading.Lock()
         self._last_log_s = -_LOG_INTERVAL_S
@@ -69,7 +75,7 @@ class Ingest:
         tenant: str,
         transport: str = "http",
     ) -> ExportOutcome:
-        """Handle one OTLP/HTTP body. Raises DecodeError, PayloadTooLargeError or Backpressure."""
+        """Handle one OTLP body. Raises DecodeError, PayloadTooLargeError or Backpressure."""
         counters = self.counters
         counters.add("ragmon_receiver_bytes_total", len(body), transport=transport)
         try:
@@ -78,50 +84,45 @@ class Ingest:
                 raise PayloadTooLargeError(f"body exceeds the limit of {limit} bytes", limit)
             raw = decompress(body, content_encoding, self.max_body_bytes)
             if encoding == "json":
-                result = normalise_json(parse_json(raw), tenant, self.options)
+                request, malformed = request_from_json(parse_json(raw))
+                validation = validate(request, malformed_spans=malformed)
             else:
-                result = normalise_protobuf(parse_protobuf(raw), tenant, self.options)
+                validation = validate(parse_protobuf(raw), raw)
         except DecodeError:
             counters.add("ragmon_receiver_requests_total", transport=transport, outcome="bad_request")
             raise
         except PayloadTooLargeError:
             counters.add("ragmon_receiver_requests_total", transport=transport, outcome="too_large")
             raise
-        return self._deliver(result, transport)
+        return self._deliver(tenant, validation, transport)
 
-    def export_message(
-        self, request: ExportTraceServiceRequest, *, tenant: str, transport: str = "grpc", wire_bytes: int = 0
-    ) -> ExportOutcome:
-        """Handle one already-parsed request (gRPC). Raises Backpressure."""
-        self.counters.add("ragmon_receiver_bytes_total", wire_bytes, transport=transport)
-        return self._deliver(normalise_protobuf(request, tenant, self.options), transport)
-
-    def _deliver(self, result: NormaliseResult, transport: str) -> ExportOutcome:
+    def _deliver(self, tenant: str, validation: Validation, transport: str) -> ExportOutcome:
         counters = self.counters
-        batch = result.batch
-        counters.add("ragmon_receiver_spans_received_total", result.received_spans, transport=transport)
-        counters.add_many("ragmon_receiver_spans_rejected_total", result.rejected, "reason", transport=transport)
-        counters.add("ragmon_receiver_values_truncated_total", result.truncated_values, transport=transport)
-        counters.add("ragmon_receiver_tenant_attributes_dropped_total", result.tenant_attributes_dropped)
-        if len(batch):
+        accepted = validation.spans_accepted
+        counters.add("ragmon_receiver_spans_received_total", validation.spans_total, transport=transport)
+        counters.add_many(
+            "ragmon_receiver_spans_rejected_total", validation.rejected_by_reason, "reason", transport=transport
+        )
+        if accepted:
+            counters.add("ragmon_receiver_tenant_attributes_dropped_total", validation.body.count(_TENANT_KEY_BYTES))
             try:
-                self.consumer.consume(batch)
+                self.consumer.consume(tenant, validation.body, accepted)
             except Backpressure as exc:
                 outcome = "unavailable" if isinstance(exc, ConsumerUnavailable) else "throttled"
-                self._refused(len(batch), transport, outcome)
+                self._refused(accepted, transport, outcome)
                 raise
             except CollectorError:
-                self._refused(len(batch), transport, "consumer_error")
+                self._refused(accepted, transport, "consumer_error")
                 raise
             except Exception as exc:
                 # A consumer bug must not kill the receiver; the client retries (503) and we count it.
-                self._refused(len(batch), transport, "consumer_error")
+                self._refused(accepted, transport, "consumer_error")
                 self._log_consumer_failure(exc)
                 raise ConsumerUnavailable(1.0, f"consumer failed: {type(exc).__name__}") from exc
-        rejected = result.rejected_spans
-        counters.add("ragmon_receiver_spans_accepted_total", len(batch), transport=transport)
+        rejected = validation.spans_rejected
+        counters.add("ragmon_receiver_spans_accepted_total", accepted, transport=transport)
         counters.add("ragmon_receiver_requests_total", transport=transport, outcome="partial" if rejected else "ok")
-        return ExportOutcome(len(batch), rejected, result.error_message())
+        return ExportOutcome(accepted, rejected, validation.error_message())
 
     def _refused(self, spans: int, transport: str, reason: str) -> None:
         self.counters.add("ragmon_receiver_spans_refused_total", spans, transport=transport, reason=reason)

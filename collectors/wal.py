@@ -26,7 +26,7 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -123,8 +123,14 @@ class WriteAheadLog:
         return end
 
     # -- appending -----------------------------------------------------------------------------------------
-    def append(self, body: bytes, tenant: str = "") -> Position:
-        """Write one record; return once it is as durable as the fsync policy promises."""
+    def append(
+        self, body: bytes, tenant: str = "", on_written: Callable[[Position], None] | None = None
+    ) -> Position:
+        """Write one record; return once it is as durable as the fsync policy promises.
+
+        `on_written(position)` runs under the log's lock right after the write, so callers see records in log
+        order even when appends race; whether the record is durable yet is `durable_end`'s business.
+        """
         tenant_bytes = tenant.encode()
         crc = zlib.crc32(body, zlib.crc32(tenant_bytes))
         record = _HEADER.pack(_MAGIC, len(tenant_bytes), len(body), crc) + tenant_bytes + body
@@ -147,6 +153,8 @@ class WriteAheadLog:
             self._bytes_total += len(record)
             self.appended += 1
             position = Position(self._current, self._size)
+            if on_written is not None:
+                on_written(position)
         if self.fsync_policy == "always":
             self._sync_to(position)
         return position
@@ -217,6 +225,13 @@ class WriteAheadLog:
                 self._bytes_total -= size
             deleted += 1
         return deleted
+
+    @property
+    def durable_end(self) -> Position:
+        """Everything up to here is as durable as the policy promises (fsynced, for "always")."""
+        if self.fsync_policy == "always":
+            return self._synced
+        return self.end
 
     @property
     def end(self) -> Position:

@@ -36,12 +36,37 @@ def _calibrate_command(parser: argparse.ArgumentParser) -> Command:
     return cli.calibrate
 
 
+def _judge_command(parser: argparse.ArgumentParser) -> Command:
+    from judges import cli
+
+    cli.add_judge_arguments(parser)
+    return cli.judge
+
+
+def _eval_command(parser: argparse.ArgumentParser) -> Command:
+    from ragmon.evaluation import cli
+
+    cli.add_eval_arguments(parser)
+    return cli.eval_command
+
+
+def _gate_command(parser: argparse.ArgumentParser) -> Command:
+    from ragmon.evaluation import cli
+
+    cli.add_gate_arguments(parser)
+    return cli.gate
+
+
 # name -> (help, builder that adds the subcommand's arguments and returns its function)
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {
     "demo": ("run the instrumented sample RAG app and show what ragmon records", _demo_command),
     "serve": ("run the agent: OTLP receivers, tail sampler, ClickHouse store", _agent_command("serve")),
     "report": ("p50/p95/p99 latency, errors, tokens and cost per feature and stage", _agent_command("report")),
     "query": ("run read-only SQL against the store", _agent_command("query")),
+    "eval": ("offline evaluation: retrieval metrics equal to trec_eval", _eval_command),
+    "gate": ("compare two evaluation runs; exit 1 on a regression, 2 on bad input", _gate_command),
+    "judge": ("run a judge worker over the queue of kept traces (scale-out: several may share a queue)",
+              _judge_command),
     "calibrate": ("agreement of a judge's faithfulness verdicts with human labels", _calibrate_command),
 }
 

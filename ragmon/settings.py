@@ -59,11 +59,19 @@ class AgentSettings(_Section):
     """The agent process (`ragmon serve`)."""
 
     otlp_http: str = "127.0.0.1:4318"
-    otlp_grpc: str = "127.0.0.1:4317"
+    otlp_grpc: str = "127.0.0.1:4317"  # "" turns the gRPC receiver off
+    api: str = "127.0.0.1:4320"  # report/query API (and, later, the dashboard)
     data_dir: Path = Path(".ragmon")
     clickhouse_url: str | None = None
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # tenant -> key
+    # Write-ahead log: what an acknowledged request survives (see collectors/wal.py).
+    fsync: Literal["always", "interval", "never"] = "interval"
+    fsync_interval_ms: int = Field(default=50, ge=1)
+    wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    backlog_max_bytes: int = Field(default=256 * 1024**2, ge=1024 * 1024)
+    content_retention_days: int = Field(default=1, ge=1)  # captured text of traces not (yet) kept
+    sampling: dict[str, Any] = Field(default_factory=dict)  # validated by the sampler at start-up
 
 
 class JudgeSettings(_Section):
@@ -157,10 +165,36 @@ def merge_tree(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def load_settings(overrides: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
-    """Build the settings tree. Raises pydantic.ValidationError naming the bad field (fail fast at start-up)."""
+def _file_values(path: Path) -> dict[str, Any]:
+    """A settings file: TOML (`.toml`) or JSON, shaped like the tree (`[agent]`, `[agent.sampling]`, ...)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(text)
+    loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: expected an object at the top")
+    return loaded
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: str | Path | None = None,
+) -> Settings:
+    """Build the settings tree. Raises pydantic.ValidationError naming the bad field (fail fast at start-up).
+
+    Precedence: `overrides` > RAGMON_* > the config file (`config_file`, else RAGMON_CONFIG) > OTEL_* > defaults.
+    """
     source = os.environ if env is None else env
-    values = merge_tree(_otel_values(source), _ragmon_values(source))
+    values = _otel_values(source)
+    config_file = config_file or source.get("RAGMON_CONFIG")
+    if config_file:
+        values = merge_tree(values, _file_values(Path(config_file)))
+    ragmon_values = _ragmon_values(source)
+    ragmon_values.pop("config", None)  # RAGMON_CONFIG names the file; it is not a section
+    values = merge_tree(values, ragmon_values)
     if overrides:
         values = merge_tree(values, overrides)
     return Settings.model_validate(values)

@@ -11,48 +11,56 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-
-from ragmon.model import SpanBatch
+from sql_store import SqlStore
 
 API_KEYS = {"acme": "key-acme-0123456789", "globex": "key-globex-9876543210"}
 
 
 class RecordingConsumer:
-    """Keeps every batch; can be told to push back (raise) for the next N calls."""
+    """Keeps every (tenant, body, spans) it is given; can be told to push back (raise) for the next N calls.
 
-    def __init__(self) -> None:
-        self.batches: list[SpanBatch] = []
+    `rows()` normalises what it kept through a `SqlStore` — the same SQL the agent's store runs.
+    """
+
+    def __init__(self, store: SqlStore | None = None) -> None:
+        self.store = store
+        self.requests: list[tuple[str, bytes, int]] = []
         self.calls = 0
         self.fail_with: list[BaseException] = []
         self._lock = threading.Lock()
+        self._stored = 0
 
-    def consume(self, batch: SpanBatch) -> None:
+    def consume(self, tenant: str, body: bytes, spans: int) -> None:
         with self._lock:
             self.calls += 1
             if self.fail_with:
                 raise self.fail_with.pop(0)
-            self.batches.append(batch)
+            self.requests.append((tenant, body, spans))
 
     def push_back(self, error: BaseException, times: int = 1) -> None:
         with self._lock:
             self.fail_with.extend([error] * times)
 
     @property
-    def spans(self) -> SpanBatch:
-        merged = SpanBatch()
+    def spans(self) -> int:
         with self._lock:
-            for batch in self.batches:
-                merged.extend(batch)
-        return merged
+            return sum(spans for _, _, spans in self.requests)
+
+    def _flush(self) -> SqlStore:
+        assert self.store is not None, "RecordingConsumer needs a SqlStore to normalise"
+        with self._lock:
+            pending = self.requests[self._stored :]
+            self._stored = len(self.requests)
+        if pending:
+            self.store.insert((tenant, body) for tenant, body, _ in pending)
+        return self.store
 
     def rows(self) -> list[dict[str, Any]]:
-        """The received spans as dicts (column -> value), in arrival order."""
-        batch = self.spans
-        names = [*batch.columns().keys(), "content"]
-        return [{name: getattr(batch, name)[i] for name in names} for i in range(len(batch))]
+        """The received spans, normalised, as dicts (column -> value)."""
+        return self._flush().spans()
 
     def by_name(self) -> dict[str, dict[str, Any]]:
-        return {row["name"]: row for row in self.rows()}
+        return self._flush().by_name()
 
 
 class MemoryExporter(SpanExporter):

@@ -1,18 +1,48 @@
-"""Fixtures for the collectors' tests: receivers on ephemeral ports wired to a recording consumer."""
+"""Fixtures for the collectors' tests: receivers on ephemeral ports wired to a recording consumer, and a chDB
+store (one session per test process, one database per test) that normalises what they received."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from chdb import session as chdb_session
 from collector_fakes import API_KEYS, RecordingConsumer
+from sql_store import SqlStore
 
 from collectors import ApiKeyAuth, CollectorCounters, GrpcReceiver, HttpReceiver
 
 
+@pytest.fixture(scope="session")
+def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("chdb")
+
+
+@pytest.fixture(scope="session")
+def chdb(chdb_dir: Path) -> Iterator[chdb_session.Session]:
+    session = chdb_session.Session(str(chdb_dir / "db"))
+    yield session
+    session.close()
+
+
 @pytest.fixture
-def consumer() -> RecordingConsumer:
-    return RecordingConsumer()
+def make_store(chdb: chdb_session.Session, chdb_dir: Path) -> Callable[..., SqlStore]:
+    def make(**options: Any) -> SqlStore:
+        return SqlStore(chdb, chdb_dir, **options)
+
+    return make
+
+
+@pytest.fixture
+def store(make_store: Callable[..., SqlStore]) -> SqlStore:
+    return make_store()
+
+
+@pytest.fixture
+def consumer(store: SqlStore) -> RecordingConsumer:
+    return RecordingConsumer(store)
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ def test_sdk_exporter_protobuf_and_gzip(http_receiver: HttpReceiver, consumer: R
     export_with_sdk(http_receiver, rag_trace)
     export_with_sdk(http_receiver, rag_trace, compression=Compression.Gzip)
     rows = consumer.rows()
-    assert len(rows) == 8 and len(consumer.batches) == 8  # SimpleSpanProcessor: one span per export
+    assert len(rows) == 8 and len(consumer.requests) == 8  # SimpleSpanProcessor: one span per export
     stages = {row["name"]: row["stage"] for row in rows}
     assert stages == {"rag.request": "request", "embeddings": "embed", "retrieve": "search", "llm": "generate"}
     root = consumer.by_name()["rag.request"]
@@ -87,7 +87,7 @@ def test_api_key_stamps_tenant_and_missing_key_is_refused(
     assert "API key" in status_message(missing)
     assert by_header.status_code == 200
     assert [row["tenant"] for row in consumer.rows()].count("globex") == 4
-    assert len(consumer.batches) == 5  # 4 single-span SDK exports + 1; the refused ones stored nothing
+    assert len(consumer.requests) == 5  # 4 single-span SDK exports + 1; the refused ones stored nothing
     assert (
         keyed_http_receiver.counters.get("ragmon_receiver_requests_total", transport="http", outcome="unauthenticated")
         == 2
@@ -249,4 +249,4 @@ def test_keep_alive_and_pipelined_requests(http_receiver: HttpReceiver, consumer
         while chunk := sock.recv(65536):
             replies += chunk
     assert replies.count(b"HTTP/1.1 200 OK") == 3 and replies.endswith(b'{"status":"ok"}\n')
-    assert len(consumer.batches) == 2
+    assert len(consumer.requests) == 2

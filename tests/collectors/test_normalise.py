@@ -1,4 +1,5 @@
-"""Normalisation of each dialect, from spans made by the real OpenTelemetry SDK and encoded as its exporters do."""
+"""Normalisation of each dialect in ClickHouse (the store's SQL, run in chDB), from spans made by the real
+OpenTelemetry SDK and encoded as its exporters do."""
 
 from __future__ import annotations
 
@@ -7,19 +8,27 @@ from typing import Any
 
 import pytest
 from collector_fakes import sdk_request
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import Status, StatusCode
+from sql_store import SqlStore
 
-from collectors.normalise import NormaliseOptions, normalise_json, normalise_protobuf
-from ragmon.model import SpanBatch
+from collectors.envelope import validate
+from collectors.otlp_json import request_from_json
 from ragmon.pricing import ModelPrice, PriceTable
 
 
-def rows(batch: SpanBatch) -> dict[str, dict[str, Any]]:
-    names = [*batch.columns().keys(), "content"]
-    return {batch.name[i]: {n: getattr(batch, n)[i] for n in names} for i in range(len(batch))}
+def normalise(store: SqlStore, request: ExportTraceServiceRequest, tenant: str = "t") -> dict[str, dict[str, Any]]:
+    """Rows by span name after the receive path (validate) and the store's SQL; each with its `content`."""
+    validation = validate(request)
+    store.insert([(tenant, validation.body)])
+    return store.by_name()
 
 
-def test_ragmon_dialect_maps_every_column_and_computes_cost_and_gap() -> None:
+def approx_list(values: list[float]) -> Any:
+    return pytest.approx(values, rel=1e-6)  # retrieved_scores are Float32
+
+
+def test_ragmon_dialect_maps_every_column_and_computes_cost_and_gap(store: SqlStore) -> None:
     scores = [0.91, 0.85, 0.7, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.1]
 
     def emit(tracer: Any) -> None:
@@ -53,10 +62,9 @@ def test_ragmon_dialect_maps_every_column_and_computes_cost_and_gap() -> None:
                     }
                 )
 
-    result = normalise_protobuf(sdk_request(emit, "rag-api"), tenant="acme")
-    assert result.rejected == {} and result.received_spans == 3
-    assert result.tenant_attributes_dropped == 1
-    got = rows(result.batch)
+    request = sdk_request(emit, "rag-api")
+    assert validate(request).rejected_by_reason == {} and validate(request).spans_total == 3
+    got = normalise(store, request, tenant="acme")
     root, search, chat = got["rag.request"], got["search"], got["chat gpt-4o-mini"]
     assert {r["tenant"] for r in got.values()} == {"acme"}
     assert root["stage"] == "request" and root["parent_span_id"] == ""
@@ -65,10 +73,10 @@ def test_ragmon_dialect_maps_every_column_and_computes_cost_and_gap() -> None:
     assert "ragmon.tenant" not in root["attributes"]
     assert search["stage"] == "search" and search["parent_span_id"] == root["span_id"]
     assert search["retrieved_ids"] == [f"d{i}" for i in range(11)]
-    assert search["retrieved_scores"] == scores
-    assert search["top1_score"] == 0.91
+    assert search["retrieved_scores"] == approx_list(scores)
+    assert search["top1_score"] == pytest.approx(0.91)
     assert search["similarity_gap"] == pytest.approx(0.91 - 0.3)  # rank 1 minus rank 10
-    assert search["norm_deviation"] == 0.002
+    assert search["norm_deviation"] == pytest.approx(0.002)
     assert search["attributes"] == {"gen_ai.data_source.id": "kb-main"}
     assert json.loads(search["content"]["ragmon.retrieval.document_texts"]) == ["passage one", "passage two"]
     assert chat["stage"] == "generate" and chat["model"] == "gpt-4o-mini" and chat["provider"] == "openai"
@@ -79,10 +87,12 @@ def test_ragmon_dialect_maps_every_column_and_computes_cost_and_gap() -> None:
     assert chat["content"] == {"ragmon.answer": "RAG is retrieval-augmented generation."}
     assert len(root["trace_id"]) == 32 and len(root["span_id"]) == 16
     assert all(r["status"] == "unset" for r in got.values())
-    assert chat["duration_ms"] >= 0 and chat["start_time"] > 1_600_000_000 * 10**9
+    assert chat["duration_ms"] >= 0 and chat["start_time"] > "2020-01-01"
+    assert {r["ingest_seq"] for r in got.values()} == {1}
+    assert search["content_row"]["retrieved_ids"] == search["retrieved_ids"]  # the content table has them too
 
 
-def test_otel_genai_current_and_legacy_names_and_errors() -> None:
+def test_otel_genai_current_and_legacy_names_and_errors(store: SqlStore) -> None:
     documents = json.dumps([{"id": "a", "score": 0.9}, {"id": "b", "score": 0.4}])
 
     def emit(tracer: Any) -> None:
@@ -119,13 +129,13 @@ def test_otel_genai_current_and_legacy_names_and_errors() -> None:
             span.set_status(Status(StatusCode.ERROR))
             span.end()
 
-    got = rows(normalise_protobuf(sdk_request(emit), tenant="t").batch)
+    got = normalise(store, sdk_request(emit))
     root = got["invoke_workflow"]
     assert root["stage"] == "request" and (root["user"], root["session"]) == ("u-7", "sess-7")
     retrieval = got["retrieval kb"]
     assert retrieval["stage"] == "search" and retrieval["retrieved_ids"] == ["a", "b"]
-    assert retrieval["retrieved_scores"] == [0.9, 0.4]
-    assert retrieval["top1_score"] == 0.9 and retrieval["similarity_gap"] == pytest.approx(0.5)
+    assert retrieval["retrieved_scores"] == approx_list([0.9, 0.4])
+    assert retrieval["top1_score"] == pytest.approx(0.9) and retrieval["similarity_gap"] == pytest.approx(0.5)
     assert retrieval["content"] == {"gen_ai.retrieval.query.text": "the question"}
     chat = got["chat legacy"]
     assert (chat["provider"], chat["model"]) == ("anthropic", "claude-sonnet-4-20250514")
@@ -144,7 +154,7 @@ def test_otel_genai_current_and_legacy_names_and_errors() -> None:
     assert tool["content"]["gen_ai.tool.call.arguments"] == '{"q": 1}'
 
 
-def test_openinference_dialect() -> None:
+def test_openinference_dialect(store: SqlStore) -> None:
     def emit(tracer: Any) -> None:
         with tracer.start_as_current_span("query") as root:
             root.set_attribute("openinference.span.kind", "CHAIN")
@@ -180,7 +190,7 @@ def test_openinference_dialect() -> None:
                 span.set_attribute("llm.input_messages.0.message.content", "hi")
                 span.set_attribute("user.id", "oi-user")
 
-    got = rows(normalise_protobuf(sdk_request(emit, "phoenix-app"), tenant="t").batch)
+    got = normalise(store, sdk_request(emit, "phoenix-app"))
     root = got["query"]
     assert root["stage"] == "request" and root["feature"] == "phoenix-app"
     assert root["content"] == {"input.value": "what is otel?", "output.value": "a standard"}
@@ -189,13 +199,13 @@ def test_openinference_dialect() -> None:
     assert embed["content"] == {"embedding.embeddings.0.embedding.text": "what is otel?"}
     retrieve = got["retrieve"]
     assert retrieve["stage"] == "search" and retrieve["retrieved_ids"] == ["x1", "x2", "x3"]
-    assert retrieve["retrieved_scores"] == [0.8, 0.6, 0.2]
+    assert retrieve["retrieved_scores"] == approx_list([0.8, 0.6, 0.2])
     assert retrieve["similarity_gap"] == pytest.approx(0.6)
     assert retrieve["content"]["retrieval.documents.1.document.content"] == "text of x2"
     assert retrieve["attributes"] == {}
     rerank = got["rerank"]
     assert rerank["stage"] == "rerank" and rerank["model"] == "rerank-v3.5"
-    assert rerank["retrieved_ids"] == ["x3", "x1"] and rerank["retrieved_scores"] == [0.99, 0.5]
+    assert rerank["retrieved_ids"] == ["x3", "x1"] and rerank["retrieved_scores"] == approx_list([0.99, 0.5])
     assert rerank["attributes"] == {"reranker.input_documents.0.document.id": "x1"}
     assert rerank["content"] == {"reranker.query": "what is otel?"}
     llm = got["llm"]
@@ -204,7 +214,7 @@ def test_openinference_dialect() -> None:
     assert llm["user"] == "oi-user" and llm["content"] == {"llm.input_messages.0.message.content": "hi"}
 
 
-def test_openllmetry_dialect() -> None:
+def test_openllmetry_dialect(store: SqlStore) -> None:
     def emit(tracer: Any) -> None:
         with tracer.start_as_current_span("rag.workflow") as root:
             root.set_attribute("traceloop.span.kind", "workflow")
@@ -222,7 +232,7 @@ def test_openllmetry_dialect() -> None:
             with tracer.start_as_current_span("some.task") as span:
                 span.set_attribute("traceloop.span.kind", "task")
 
-    got = rows(normalise_protobuf(sdk_request(emit), tenant="t").batch)
+    got = normalise(store, sdk_request(emit))
     assert got["rag.workflow"]["stage"] == "request"
     assert got["rag.workflow"]["content"] == {"traceloop.entity.input": '{"q": "x"}'}
     chat = got["openai.chat"]
@@ -234,18 +244,18 @@ def test_openllmetry_dialect() -> None:
     assert got["some.task"]["stage"] == "other"
 
 
-def test_resource_feature_and_kept_resource_attributes() -> None:
+def test_resource_feature_and_kept_resource_attributes(store: SqlStore) -> None:
     def emit(tracer: Any) -> None:
         with tracer.start_as_current_span("child-less root"):
             pass
 
     request = sdk_request(emit, "svc", **{"ragmon.feature": "billing", "service.version": "2.1"})
-    row = rows(normalise_protobuf(request, tenant="t").batch)["child-less root"]
+    row = normalise(store, request)["child-less root"]
     assert row["feature"] == "billing" and row["service"] == "svc"
     assert row["attributes"] == {"service.version": "2.1"}
 
 
-def test_truncation_is_counted_and_values_kept_verbatim() -> None:
+def test_truncation_and_values_kept_verbatim(make_store: Any) -> None:
     hostile = "x'); DROP TABLE spans; --"
 
     def emit(tracer: Any) -> None:
@@ -256,16 +266,14 @@ def test_truncation_is_counted_and_values_kept_verbatim() -> None:
             span.set_attribute("count", 7)
             span.set_attribute("ragmon.answer", "z" * 300)
 
-    options = NormaliseOptions(max_attribute_chars=100, max_content_chars=200)
-    result = normalise_protobuf(sdk_request(emit), tenant="t", options=options)
-    row = rows(result.batch)["root"]
+    store = make_store(max_attribute_chars=100, max_content_chars=200)
+    row = normalise(store, sdk_request(emit))["root"]
     assert row["feature"] == hostile
     assert row["attributes"] == {"big": "y" * 100, "flags": "[true,false]", "count": "7"}
     assert row["content"] == {"ragmon.answer": "z" * 200}
-    assert result.truncated_values == 2
 
 
-def test_invalid_spans_are_rejected_individually_with_reasons() -> None:
+def test_invalid_spans_are_rejected_individually_with_reasons(store: SqlStore) -> None:
     def emit(tracer: Any) -> None:
         for i in range(6):
             with tracer.start_as_current_span(f"s{i}"):
@@ -278,19 +286,24 @@ def test_invalid_spans_are_rejected_individually_with_reasons() -> None:
     spans[2].start_time_unix_nano = 0
     spans[3].end_time_unix_nano = spans[3].start_time_unix_nano - 1
     spans[4].parent_span_id = b"\x01" * 3
-    result = normalise_protobuf(request, tenant="t")
-    assert result.rejected == {
+    result = validate(request)
+    assert result.rejected_by_reason == {
         "invalid_trace_id": 1,
         "invalid_span_id": 1,
         "missing_start_time": 1,
         "end_before_start": 1,
         "invalid_parent_span_id": 1,
     }
-    assert result.batch.name == ["s5"] and result.received_spans == 6
+    assert result.spans_total == 6 and result.spans_accepted == 1
     assert "rejected 5 of 6 spans" in result.error_message()
+    store.insert([("t", result.body)])
+    assert [row["name"] for row in store.spans()] == ["s5"]
+    # The SQL filters by the same rules, even when handed the unvalidated body.
+    raw = make_invalid_store_check(store, request)
+    assert raw == ["s5"]
 
 
-def test_cost_table_is_injectable_and_missing_usage_gives_null() -> None:
+def test_cost_table_is_injectable_and_missing_usage_gives_null(make_store: Any) -> None:
     table = PriceTable("test", {"tiny": ModelPrice(input_per_1m=1.0, output_per_1m=2.0)})
 
     def emit(tracer: Any) -> None:
@@ -299,12 +312,12 @@ def test_cost_table_is_injectable_and_missing_usage_gives_null() -> None:
         with tracer.start_as_current_span("no usage") as span:
             span.set_attribute("gen_ai.request.model", "tiny")
 
-    got = rows(normalise_protobuf(sdk_request(emit), "t", NormaliseOptions(price_table=table)).batch)
+    got = normalise(make_store(prices=table), sdk_request(emit))
     assert got["with usage"]["cost_usd"] == pytest.approx(1.0)
     assert got["no usage"]["cost_usd"] is None
 
 
-def test_json_walker_matches_protobuf_walker() -> None:
+def test_otlp_json_converts_to_the_same_rows(store: SqlStore) -> None:
     doc = {
         "resourceSpans": [
             {
@@ -351,8 +364,9 @@ def test_json_walker_matches_protobuf_walker() -> None:
             }
         ]
     }
-    result = normalise_json(doc, tenant="t")
-    row = rows(result.batch)["chat"]
+    request, malformed = request_from_json(doc)
+    assert malformed == 0
+    row = normalise(store, request)["chat"]
     assert row["trace_id"] == "5b8efff798038103d269b633813fc60c" and row["span_id"] == "eee19b7ec3c1b174"
     assert row["service"] == "json-svc" and row["stage"] == "generate"
     assert (row["input_tokens"], row["output_tokens"]) == (1000, 100)
@@ -366,3 +380,10 @@ def test_json_walker_matches_protobuf_walker() -> None:
         "meta": '{"k":1}',
         "otel.status_description": "boom",
     }
+
+
+def make_invalid_store_check(store: SqlStore, request: ExportTraceServiceRequest) -> list[str]:
+    """Names of the spans the SQL keeps from `request` inserted as is (no validation), in a fresh insert."""
+    before = {row["span_id"] for row in store.spans()}
+    store.insert([("t", request.SerializeToString())])
+    return [row["name"] for row in store.spans() if row["span_id"] not in before or row["ingest_seq"] == 2]

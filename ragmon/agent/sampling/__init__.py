@@ -8,6 +8,6 @@ fired and its inclusion probability, so judged quality can be weighted back to a
 from ragmon.agent.sampling.config import SamplerConfig, build_policies
 from ragmon.agent.sampling.decision import Decision, Verdict
 from ragmon.agent.sampling.sampler import DecidedTrace, Sampler
-from ragmon.agent.sampling.trace import TraceSummary
+from ragmon.agent.sampling.trace import TraceFragment, TraceSummary
 
-__all__ = ["DecidedTrace", "Decision", "Sampler", "SamplerConfig", "TraceSummary", "Verdict", "build_policies"]
+__all__ = ["DecidedTrace", "Decision", "Sampler", "SamplerConfig", "TraceFragment", "TraceSummary", "Verdict", "build_policies"]

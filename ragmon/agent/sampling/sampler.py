@@ -1,10 +1,13 @@
-"""The tail sampler: gathers spans per trace, decides as soon as a trace is complete, remembers decisions.
+"""The tail sampler: merges per-trace fragments, decides as soon as a trace is complete, remembers decisions.
 
 - A trace is complete when its root span has arrived, plus `decision_grace_s` for late children — not after a
-  fixed wait. A trace whose root never arrives is decided `decision_timeout_s` after its first span.
-- Late spans of a decided trace follow the decision (bounded decision cache); kept ones are emitted as additions.
-- Memory is bounded by traces and bytes held: when either cap is hit the oldest trace is decided early with what
-  is known, and the eviction is counted by reason. Nothing is dropped silently.
+  fixed wait. A trace whose root never arrives is decided `decision_timeout_s` after its first fragment.
+- Late fragments of a decided trace follow the decision (bounded decision cache); for a kept trace they are
+  reported again so its payload is refreshed with the late spans.
+- Memory is bounded by traces held and by the captured bytes they keep waiting in the store: when either cap is
+  hit, the oldest trace is decided early with what is known, and the eviction is counted by reason.
+- "Slow relative to p95" compares each stage's longest span with the recent p95 of its (feature, stage), which
+  the agent reads from the store's per-minute rollups over all traffic (`p95_lookup`).
 - Time comes from an injected clock, so tests drive it by hand.
 """
 
@@ -12,24 +15,28 @@ from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ragmon.agent.sampling.budget import KeepBudget
 from ragmon.agent.sampling.composite import CompositePolicy
 from ragmon.agent.sampling.config import SamplerConfig, build_policies
 from ragmon.agent.sampling.decision import Decision
-from ragmon.agent.sampling.latency import LatencyTracker
-from ragmon.agent.sampling.trace import SpanContent, TraceSummary
-from ragmon.model import SpanBatch
+from ragmon.agent.sampling.trace import TraceFragment, TraceSummary
+
+P95Lookup = Callable[[str, str], "float | None"]  # (feature, stage) -> recent p95 in ms
+
+
+def _no_p95(feature: str, stage: str) -> float | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class DecidedTrace:
-    summary: TraceSummary  # its `spans` hold the captured content (emptied for traces not kept)
+    summary: TraceSummary
     decision: Decision
     reasons: tuple[str, ...]
-    probability: float
+    probability: float  # chance a trace like this one is kept; 1/probability is its weight
     decided_by: str  # complete | timeout | evicted:max_traces | evicted:max_bytes | shutdown | late
     decided_at_s: float
 
@@ -37,15 +44,24 @@ class DecidedTrace:
     def trace_id(self) -> str:
         return self.summary.trace_id
 
+    @property
+    def tenant(self) -> str:
+        return self.summary.tenant
+
 
 class Sampler:
-    def __init__(self, config: SamplerConfig | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: SamplerConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        p95_lookup: P95Lookup = _no_p95,
+    ) -> None:
         self.config = config or SamplerConfig()
         budget = None
         if self.config.budget.traces_per_s or self.config.budget.bytes_per_s:
             budget = KeepBudget(self.config.budget.traces_per_s, self.config.budget.bytes_per_s)
         self.policy = CompositePolicy(build_policies(self.config), budget, frozenset(self.config.budget.exempt))
-        self.latency = LatencyTracker()
+        self.p95_lookup = p95_lookup
         self._clock = clock
         self._pending: OrderedDict[str, TraceSummary] = OrderedDict()  # first-seen order: oldest first
         self._ready: deque[tuple[float, str]] = deque()  # (decide at, trace id), in time order
@@ -57,47 +73,32 @@ class Sampler:
     def traces_held(self) -> int:
         return len(self._pending)
 
-    def ingest(self, batch: SpanBatch) -> list[DecidedTrace]:
-        """Fold a batch of normalised spans in; return the traces decided meanwhile (evictions, late spans)."""
+    def low_water_seq(self) -> int | None:
+        """The smallest ingest sequence a pending trace was first seen in: replay from here after a crash."""
+        return min((t.first_ingest_seq for t in self._pending.values()), default=None)
+
+    def ingest(self, fragments: Iterable[TraceFragment]) -> list[DecidedTrace]:
+        """Merge fragments in; return traces decided meanwhile (evictions, late fragments of kept traces)."""
         now = self._clock()
         out: list[DecidedTrace] = []
-        columns = batch.columns()
-        content = batch.content
         grace = self.config.decision_grace_s
-        for i in range(len(batch)):
-            trace_id = columns["trace_id"][i]
-            stage = columns["stage"][i]
-            feature = columns["feature"][i]
-            duration_ms = columns["duration_ms"][i]
-            ratio = self.latency.observe(feature, stage, duration_ms)
-            span = SpanContent(
-                span_id=columns["span_id"][i],
-                parent_span_id=columns["parent_span_id"][i],
-                stage=stage,
-                name=columns["name"][i],
-                start_time_ns=columns["start_time"][i],
-                duration_ms=duration_ms,
-                status=columns["status"][i],
-                content=content[i] if i < len(content) else {},
-                retrieved_ids=columns["retrieved_ids"][i],
-                retrieved_scores=columns["retrieved_scores"][i],
-            )
-            self.counts["spans"] += 1
+        for fragment in fragments:
+            self.counts["fragments"] += 1
+            self.counts["spans"] += fragment.span_count
+            trace_id = fragment.trace_id
             decided = self._decided.get(trace_id)
             if decided is not None:
-                out.extend(self._late_span(trace_id, columns["tenant"][i], span, decided, now))
+                out.extend(self._late(fragment, decided, now))
                 continue
             trace = self._pending.get(trace_id)
             if trace is None:
                 if len(self._pending) >= self.config.max_traces:
                     out.append(self._evict_oldest("evicted:max_traces", now))
-                trace = self._pending[trace_id] = TraceSummary(trace_id, columns["tenant"][i], now)
-            before = trace.bytes_held
-            trace.add_span(span, {k: columns[k][i] for k in _SUMMARY_COLUMNS})
-            self.bytes_held += trace.bytes_held - before
-            if ratio is not None and ratio > trace.p95_ratios.get(stage, 0.0):
-                trace.p95_ratios[stage] = ratio
-            if not span.parent_span_id and trace.complete_at_s is None:
+                trace = TraceSummary(trace_id, fragment.tenant, now, first_ingest_seq=fragment.first_ingest_seq)
+                self._pending[trace_id] = trace
+            trace.merge(fragment)
+            self.bytes_held += fragment.content_bytes
+            if trace.root_seen and trace.complete_at_s is None:
                 trace.complete_at_s = now + grace
                 self._ready.append((trace.complete_at_s, trace_id))
             while self.bytes_held > self.config.max_bytes and self._pending:
@@ -137,11 +138,13 @@ class Sampler:
 
     def _decide(self, trace: TraceSummary, decided_by: str, now: float) -> DecidedTrace:
         self.bytes_held -= trace.bytes_held
+        for stage, duration_ms in trace.stage_max_ms.items():
+            p95 = self.p95_lookup(trace.feature, stage)
+            if p95 is not None and p95 > 0:
+                trace.p95_ratios[stage] = duration_ms / p95
         outcome = self.policy.decide(trace, now)
         self.counts[f"decided:{outcome.decision.value}"] += 1
         self.counts[f"decided_by:{decided_by}"] += 1
-        if outcome.decision is not Decision.KEEP:
-            trace.spans.clear()  # the numbers are stored already; the text is not wanted
         self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability))
         return DecidedTrace(trace, outcome.decision, outcome.reasons, outcome.probability, decided_by, now)
 
@@ -153,22 +156,14 @@ class Sampler:
             self._decided.popitem(last=False)
             self.counts["decision_cache_evicted"] += 1
 
-    def _late_span(
-        self,
-        trace_id: str,
-        tenant: str,
-        span: SpanContent,
-        decided: tuple[Decision, tuple[str, ...], float],
-        now: float,
+    def _late(
+        self, fragment: TraceFragment, decided: tuple[Decision, tuple[str, ...], float], now: float
     ) -> list[DecidedTrace]:
         decision, reasons, probability = decided
         if decision is not Decision.KEEP:
-            self.counts["late_spans_discarded"] += 1
+            self.counts["late_spans_discarded"] += fragment.span_count
             return []
-        self.counts["late_spans_kept"] += 1
-        summary = TraceSummary(trace_id, tenant, now)
-        summary.spans.append(span)
+        self.counts["late_spans_kept"] += fragment.span_count
+        summary = TraceSummary(fragment.trace_id, fragment.tenant, now)
+        summary.merge(fragment)
         return [DecidedTrace(summary, decision, reasons, probability, "late", now)]
-
-
-_SUMMARY_COLUMNS = ("feature", "user", "top1_score", "similarity_gap", "norm_deviation")

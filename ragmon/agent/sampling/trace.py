@@ -1,6 +1,9 @@
-"""What the sampler knows about one trace while it waits: a running summary and the captured text of its spans.
+"""What the sampler knows about one trace while it waits: a running summary, merged from per-batch fragments.
 
-The summary is all the policies look at, so a trace costs a few hundred bytes plus its captured text.
+The agent stores every span first; after each insert the store returns one fragment per trace touched by that
+batch (aggregates computed in the engine). The sampler never sees individual spans or their text — the captured
+text waits in the store (`span_content`) and is copied into `payloads` only for kept traces — so a pending trace
+costs a few hundred bytes of Python memory, however large its content.
 """
 
 from __future__ import annotations
@@ -9,23 +12,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(slots=True)
-class SpanContent:
-    """One span's captured text and retrieval results, kept only if the trace is kept."""
+@dataclass(frozen=True, slots=True)
+class TraceFragment:
+    """Aggregates of one trace's spans from one stored batch."""
 
-    span_id: str
-    parent_span_id: str
-    stage: str
-    name: str
-    start_time_ns: int
-    duration_ms: float
-    status: str
-    content: dict[str, str]
-    retrieved_ids: list[str]
-    retrieved_scores: list[float]
+    tenant: str
+    trace_id: str
+    feature: str = ""
+    user: str = ""
+    span_count: int = 0
+    error_count: int = 0
+    root_seen: bool = False
+    root_duration_ms: float | None = None
+    stage_max_ms: dict[str, float] = field(default_factory=dict)
+    min_top1_score: float | None = None
+    min_similarity_gap: float | None = None
+    max_norm_deviation: float | None = None
+    content_bytes: int = 0
+    first_ingest_seq: int = 0
 
-    def size_bytes(self) -> int:
-        return 160 + sum(len(k) + len(v) for k, v in self.content.items()) + 24 * len(self.retrieved_ids)
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TraceFragment:
+        """From a `Store.trace_fragments` row; unknown keys are ignored."""
+        names = cls.__dataclass_fields__
+        values = {k: v for k, v in row.items() if k in names}
+        values["stage_max_ms"] = dict(values.get("stage_max_ms") or {})
+        values["root_seen"] = bool(values.get("root_seen"))
+        return cls(**values)
 
 
 @dataclass(slots=True)
@@ -33,6 +46,7 @@ class TraceSummary:
     trace_id: str
     tenant: str
     first_seen_s: float
+    first_ingest_seq: int = 0
     feature: str = ""
     user: str = ""
     span_count: int = 0
@@ -41,39 +55,32 @@ class TraceSummary:
     root_duration_ms: float | None = None
     complete_at_s: float | None = None  # root seen: decide at this time (grace for late children)
     stage_max_ms: dict[str, float] = field(default_factory=dict)
-    # Per stage, the largest duration / rolling p95 of its (feature, stage) at arrival; absent before warm-up.
+    # Per stage, the largest duration / recent p95 of its (feature, stage); absent while the p95 is unknown.
     p95_ratios: dict[str, float] = field(default_factory=dict)
     min_top1_score: float | None = None
     min_similarity_gap: float | None = None
     max_norm_deviation: float | None = None
-    attributes: dict[str, str] = field(default_factory=dict)  # a few root attributes for rules
-    spans: list[SpanContent] = field(default_factory=list)
-    bytes_held: int = 0
+    bytes_held: int = 0  # captured text waiting in the store for this trace's decision
 
-    def add_span(self, span: SpanContent, values: dict[str, Any]) -> None:
-        """Fold one span's numbers into the summary. `values` holds the normalised columns of that span."""
-        self.span_count += 1
-        if span.status == "error":
-            self.error_count += 1
-        feature, user = values["feature"], values["user"]
-        if feature and (not self.feature or not span.parent_span_id):
-            self.feature = feature
-        if user and (not self.user or not span.parent_span_id):
-            self.user = user
-        previous = self.stage_max_ms.get(span.stage)
-        if previous is None or span.duration_ms > previous:
-            self.stage_max_ms[span.stage] = span.duration_ms
-        self.min_top1_score = _min(self.min_top1_score, values["top1_score"])
-        self.min_similarity_gap = _min(self.min_similarity_gap, values["similarity_gap"])
-        deviation = values["norm_deviation"]
+    def merge(self, fragment: TraceFragment) -> None:
+        self.span_count += fragment.span_count
+        self.error_count += fragment.error_count
+        if fragment.feature and (not self.feature or fragment.root_seen):
+            self.feature = fragment.feature  # the root's feature wins
+        if fragment.user and (not self.user or fragment.root_seen):
+            self.user = fragment.user
+        if fragment.root_seen:
+            self.root_seen = True
+            self.root_duration_ms = fragment.root_duration_ms
+        for stage, duration_ms in fragment.stage_max_ms.items():
+            if duration_ms > self.stage_max_ms.get(stage, float("-inf")):
+                self.stage_max_ms[stage] = duration_ms
+        self.min_top1_score = _min(self.min_top1_score, fragment.min_top1_score)
+        self.min_similarity_gap = _min(self.min_similarity_gap, fragment.min_similarity_gap)
+        deviation = fragment.max_norm_deviation
         if deviation is not None and (self.max_norm_deviation is None or deviation > self.max_norm_deviation):
             self.max_norm_deviation = deviation
-        if not span.parent_span_id:
-            self.root_seen = True
-            self.root_duration_ms = span.duration_ms
-        self.spans.append(span)
-        size = span.size_bytes()
-        self.bytes_held += size
+        self.bytes_held += fragment.content_bytes
 
 
 def _min(current: float | None, value: float | None) -> float | None:

@@ -1,0 +1,316 @@
+"""The SELECTs that normalise OTLP spans inside ClickHouse: `spans_select` and `content_select`.
+
+ClickHouse plans a materialized view's SELECT on every INSERT, so what the SQL costs to *plan* is paid per
+insert (per batch), on top of what it costs to run per span. The SQL is therefore built from cheap shapes:
+plain map lookups, one lambda per job, and layers that hand computed values to the next as columns (an alias
+re-used in the SELECT that defines it is cloned by the analyzer, and planned again at every use).
+
+Layers, innermost first:
+
+0. per resource (before the spans are joined: referring to the resource after the span ARRAY JOIN would copy
+   it, with all its spans, into every span row): service, resource feature, and ``r``, the resource attributes
+   kept on every span.
+1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `collectors.envelope`, which counts them);
+   ``a``: the span's attributes as a Map key → text (`collectors.sql_values.value_text`); ``ex``: the same for
+   the first ``exception`` event.
+2. each dialect field (`collectors.sql_dialects`) as map lookups combined by precedence; exception type,
+   message and stack trace read once from ``ex``; which document sources are present.
+3. stage, documents of the first present source, counts as UInt32, price index, the attributes/content map.
+4. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`), each cast to its declared type; cost from the
+   price table (`collectors.sql_pricing`), top-1 score and similarity gap from the scores.
+
+Decisions kept from the Python normaliser this replaces:
+
+- feature: span ``ragmon.feature``, else resource ``ragmon.feature``, else the service name (never copied from
+  other spans of the trace: a column must not depend on batching).
+- stage: ragmon > OTel GenAI > OpenInference > OpenLLMetry (see `sql_dialects`); a root without one is
+  ``request``, any other span ``other``.
+- cost: ``ragmon.cost_usd`` or ``llm.cost.total`` when given; else from the price table when the span has a
+  model and usage; NULL for an unknown model or no usage.
+- similarity_gap: rank-1 minus rank-10 score (or the last one when fewer); NULL with fewer than two scores.
+- error_type: ``error.type``, else the first exception event's ``exception.type``; ``_OTHER`` for an error
+  status without either.
+- attributes: unmapped span attributes as text (strings verbatim, other scalars as text, arrays and kvlists as
+  JSON, bytes as base64), cut to `max_attribute_chars`; plus ``service.version`` and
+  ``deployment.environment[.name]`` from the resource, ``exception.message`` and ``otel.status_description``;
+  ``gen_ai.retrieval.documents`` stays when it is not a JSON list of documents. ``ragmon.tenant`` is dropped:
+  the tenant is the envelope's, stamped from the API key.
+- content: captured text (`sql_dialects.CONTENT_KEYS`, prefixes, document text) plus exception stack traces,
+  cut to `max_content_chars`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Final
+
+from collectors import sql_dialects as D
+from collectors.otlp_schema import ANY_VALUE_TYPE
+from collectors.sql_pricing import cost_expression, price_rates
+from collectors.sql_values import UINT32_MAX, all_of, prefix_regex, quote, raw, truncated, value_text
+from ragmon import attributes as A
+from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
+from ragmon.pricing import PriceTable, default_price_table
+
+__all__ = ["content_select", "spans_select"]
+
+_RESOURCE_KEPT: Final = ("service.version", "deployment.environment.name", "deployment.environment")
+_DEFAULT_SERVICE: Final = "unknown_service"  # OTel's own fallback for a resource without service.name
+# Keys that can give a span retrieved ids: the content SELECT skips spans without any of them (or content).
+_ID_KEYS: Final = (A.GEN_AI_RETRIEVAL_DOCUMENTS, A.RAGMON_DOCUMENT_IDS, A.RAGMON_RERANK_OUTPUT_IDS)
+_COUNTS: Final = ("input_tokens", "output_tokens", "cached_input_tokens", "search_units")
+_TEXT_DEFAULTS: Final = {"user": "''", "session": "''", "model": "''", "provider": "''"}
+_EXCEPTION_ATTRIBUTES: Final = "arrayFirst(e -> e.name = 'exception', sp.events).attributes"
+# ``a`` also holds, under these prefixes (a NUL byte: no real attribute key starts with one), the attributes of
+# the first exception event and the resource attributes kept on every span: one map, one value_text lambda.
+_EXCEPTION_PREFIX: Final = "\\0e:"  # SQL text of the literal's content
+_RESOURCE_PREFIX: Final = "\\0r:"
+_RESERVED: Final = "'\\0'"  # SQL literal: the first byte of both prefixes
+
+
+def _exception(key: str) -> str:
+    """Nullable(String): attribute `key` of the span's first exception event."""
+    return f"a['{_EXCEPTION_PREFIX}{key}']"
+_DOCS_TYPE: Final = "Tuple(Array(String), Array(Nullable(Float64)))"
+# Span-row columns every layer hands on unchanged.
+_SPAN_KEYS: Final = ("tenant", "ingest_seq", "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns",
+                     "status_code")
+
+
+@lru_cache(maxsize=1)
+def _shipped_prices() -> PriceTable:
+    return default_price_table()
+
+
+def _select(columns: list[str] | tuple[str, ...], source: str, tail: str = "") -> str:
+    body = ",\n    ".join(columns)
+    return f"SELECT\n    {body}\nFROM ({source}\n){tail}"
+
+
+def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
+    """Layers 0 and 1: one row per valid span with its attribute maps (see the module docstring)."""
+    zero_trace = "unhex('00000000000000000000000000000000')"
+    zero_span = "unhex('0000000000000000')"
+    valid = (
+        f"length(sp.trace_id) = 16",
+        f"sp.trace_id != {zero_trace}",
+        "length(sp.span_id) = 8",
+        f"sp.span_id != {zero_span}",
+        "length(sp.parent_span_id) IN (0, 8)",
+        "sp.start_time_unix_nano != 0",
+        "sp.end_time_unix_nano >= sp.start_time_unix_nano",
+    )
+    resource_string = "arrayFirst(kv -> kv.key = {key}, rs.resource.attributes).value.string_value"
+    kept = ", ".join(map(quote, _RESOURCE_KEPT))
+    resources = _select(
+        [
+            "tenant",
+            "ingest_seq",
+            # only a string service.name names the service
+            f"ifNull(nullIf({resource_string.format(key=quote('service.name'))}, ''), {quote(_DEFAULT_SERVICE)})"
+            " AS service",
+            f"nullIf({resource_string.format(key=quote(A.RAGMON_FEATURE))}, '') AS resource_feature",
+            f"arrayFilter(kv -> kv.key IN ({kept}), rs.resource.attributes) AS resource_kept",
+            "rs.scope_spans AS scope_spans",
+        ],
+        f"SELECT tenant, ingest_seq, resource_spans FROM {source_table}",
+        "\nARRAY JOIN resource_spans AS rs",
+    )
+    return _select(
+        [
+            "tenant",
+            "ingest_seq",
+            "service",
+            "resource_feature",
+            "lower(hex(sp.trace_id)) AS trace_id",
+            "lower(hex(sp.span_id)) AS span_id",
+            # an all-zero parent id means "no parent", as some SDKs send it
+            f"if(sp.parent_span_id IN ('', {zero_span}), '', lower(hex(sp.parent_span_id))) AS parent_span_id",
+            "sp.name AS name",
+            "sp.start_time_unix_nano AS start_ns",
+            "sp.end_time_unix_nano AS end_ns",
+            "sp.status.code AS status_code",
+            "sp.status.message AS status_message",
+            f"mapFromArrays(arrayConcat(sp.attributes.key, "
+            f"arrayMap(k -> concat('{_EXCEPTION_PREFIX}', k), {_EXCEPTION_ATTRIBUTES}.key), "
+            f"arrayMap(k -> concat('{_RESOURCE_PREFIX}', k), resource_kept.key)), "
+            f"arrayMap(v -> {value_text('v')}, "
+            f"arrayConcat(sp.attributes.value, {_EXCEPTION_ATTRIBUTES}.value, resource_kept.value))) AS a",
+        ],
+        resources,
+        "\nARRAY JOIN scope_spans AS ss\nARRAY JOIN ss.spans AS sp\n"
+        # invalid spans: the same rules collectors.envelope counts them by (partial_success)
+        f"WHERE {all_of(*valid, *extra_filter)}",
+    )
+
+
+def _dialects() -> tuple[list[D.DialectSql], frozenset[str], list[D.Documents]]:
+    dialects = [make() for make in D.DIALECTS]
+    consumed = frozenset().union(*(d.keys for d in dialects))
+    documents = [source for dialect in dialects for source in dialect.documents]
+    return dialects, consumed, documents
+
+
+def _combined(dialects: list[D.DialectSql], field: str, default: str | None = None) -> str:
+    exprs = [d.fields[field] for d in dialects if field in d.fields]
+    if default is not None:
+        exprs.append(default)
+    return exprs[0] if len(exprs) == 1 else f"coalesce({', '.join(exprs)})"
+
+
+def _documents(documents: list[D.Documents]) -> str:
+    """Layer 2: (ids, scores) of the first present source (multiIf evaluates only the branch it takes); scores
+    only when there is one finite score per id, so ids and scores stay aligned."""
+    branches = "".join(f"{s.present}, ({s.ids}, {s.scores}), " for s in documents)
+    chosen = f"CAST(multiIf({branches}([], [])), {quote(_DOCS_TYPE)})"
+    # arrayMap over a one-element array binds the chosen documents to `d` (a "let": no copy of the expression)
+    return (
+        "arrayMap(d -> (d.1, if(if(length(d.2) = length(d.1), arrayAll(s -> ifNull(isFinite(s), 0), d.2), 0), "
+        f"arrayMap(s -> assumeNotNull(s), d.2), [])), [{chosen}])[1] AS docs"
+    )
+
+
+def _common_columns() -> dict[str, str]:
+    """Final expressions of the columns spans and content share (over layer 2)."""
+    return {
+        "tenant": "tenant",
+        "trace_id": "trace_id",
+        "span_id": "span_id",
+        "parent_span_id": "parent_span_id",
+        "name": "name",
+        # '' from a dialect: it names the span but there is no RAG stage (e.g. an agent or CHAIN span)
+        "stage": "if(given_stage != '', given_stage, if(parent_span_id = '', 'request', 'other'))",
+        "start_time": "fromUnixTimestamp64Nano(toInt64(start_ns))",  # absolute ticks: the zone is display only
+        "duration_ms": "(end_ns - start_ns) / 1e6",
+        "status": "multiIf(status_code = 1, 'ok', status_code = 2, 'error', 'unset')",
+        "retrieved_ids": "docs.1",
+        "retrieved_scores": "docs.2",
+        "ingest_seq": "ingest_seq",
+    }
+
+
+def _cut_map(expr: str, max_chars: int) -> str:
+    return f"mapApply((k, t) -> (k, {truncated('t', max_chars)}), {expr})"
+
+
+def _kept(test: str) -> str:
+    """The span's own attributes (not the reserved exception/resource entries) whose key passes `test` (of k)."""
+    return (
+        f"mapApply((k, v) -> (k, assumeNotNull(v)), "
+        f"mapFilter((k, v) -> v IS NOT NULL AND NOT startsWith(k, {_RESERVED}) AND {test}, a))"
+    )
+
+
+def _check_limit(name: str, value: int) -> None:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _select_list(columns: tuple[tuple[str, str], ...], exprs: dict[str, str]) -> list[str]:
+    return [f"CAST({exprs[name]} AS {type_}) AS {name}" for name, type_ in columns]
+
+
+def _count(dialects: list[D.DialectSql], field: str) -> str:
+    # truncated to an integer and clamped to UInt32; 0 when no dialect gave a finite number
+    return f"toUInt32(least(greatest(ifNull({_combined(dialects, field)}, 0), 0), {UINT32_MAX})) AS {field}"
+
+
+def spans_select(source_table: str, prices: PriceTable | None = None, *, max_attribute_chars: int = 4096) -> str:
+    """A SELECT over `source_table` (the Null input table) returning exactly `SPAN_COLUMNS`, in order."""
+    _check_limit("max_attribute_chars", max_attribute_chars)
+    prices = prices if prices is not None else _shipped_prices()
+    dialects, consumed, documents = _dialects()
+    # gen_ai.retrieval.documents stays an attribute when neither it nor OpenInference keys gave documents
+    parsed = " OR ".join(s.present for s in documents[2:])
+    genai_documents = f"if({parsed}, '', ifNull({raw(A.GEN_AI_RETRIEVAL_DOCUMENTS)}, ''))"
+    exception_message = f"ifNull({_exception('exception.message')}, '')"
+    attributes = _cut_map(
+        # resource attributes first: the span's own keys win
+        f"mapUpdate(mapUpdate(mapApply((k, v) -> (substring(k, 4), ifNull(v, '')), "
+        f"mapFilter((k, v) -> startsWith(k, '{_RESOURCE_PREFIX}'), a)), "
+        f"{_kept(D.is_attribute('k', consumed))}), "
+        # added to the span's own attributes: status message, exception message (unless the span has one),
+        # gen_ai.retrieval.documents that are not a JSON list of documents; empty ones are left out
+        "mapFilter((k, v) -> v != '', map('otel.status_description', status_message, "
+        f"'exception.message', if(mapContains(a, 'exception.message'), '', {exception_message}), "
+        f"{quote(A.GEN_AI_RETRIEVAL_DOCUMENTS)}, {genai_documents})))",
+        max_attribute_chars,
+    )
+    fields = [
+        *_SPAN_KEYS,
+        "service",
+        f"coalesce({_combined(dialects, 'stage')}, '') AS given_stage",
+        f"coalesce({_combined(dialects, 'feature')}, resource_feature, service) AS feature",
+        *(f"{_combined(dialects, f, default)} AS {f}" for f, default in _TEXT_DEFAULTS.items()),
+        *(_count(dialects, f) for f in _COUNTS),
+        *(
+            f"{_combined(dialects, f)} AS {f}"
+            for f in ("cost_usd", "top1_score", "similarity_gap", "norm_deviation", "ttft_ms")
+        ),
+        f"coalesce({_combined(dialects, 'error_type')}, nullIf({_exception('exception.type')}, ''), "
+        "if(status_code = 2, '_OTHER', '')) AS error_type",
+        _documents(documents),
+        f"{attributes} AS attributes",
+    ]
+    # the price lookup is bound to `r` once (arrayMap over a one-element array), then read per rate
+    cost = cost_expression(
+        rates="r",
+        input_tokens="input_tokens",
+        output_tokens="output_tokens",
+        cached_tokens="cached_input_tokens",
+        search_units="search_units",
+    )
+    exprs = {
+        **_common_columns(),
+        "feature": "feature",
+        "user": "user",
+        "session": "session",
+        "service": "service",
+        "error_type": "error_type",
+        "model": "model",
+        "provider": "provider",
+        "input_tokens": "input_tokens",
+        "output_tokens": "output_tokens",
+        "cached_input_tokens": "cached_input_tokens",
+        "cost_usd": f"coalesce(cost_usd, arrayMap(r -> {cost}, [{price_rates(prices, 'model')}])[1])",
+        "top1_score": "coalesce(top1_score, if(empty(docs.2), NULL, docs.2[1]))",
+        # rank 1 minus rank 10, or minus the last rank when there are fewer
+        "similarity_gap": (
+            "coalesce(similarity_gap, if(length(docs.2) < 2, NULL, docs.2[1] - docs.2[least(10, length(docs.2))]))"
+        ),
+        "norm_deviation": "norm_deviation",
+        "ttft_ms": "ttft_ms",
+        "attributes": "attributes",
+    }
+    return _select(_select_list(SPAN_COLUMNS, exprs), _select(fields, _span_rows(source_table)))
+
+
+def content_select(source_table: str, *, max_content_chars: int = 65536) -> str:
+    """A SELECT returning exactly `CONTENT_COLUMNS`: only spans with captured content or retrieved documents."""
+    _check_limit("max_content_chars", max_content_chars)
+    dialects, consumed, documents = _dialects()
+    keys = ", ".join(map(quote, sorted({*D.CONTENT_KEYS, *_ID_KEYS})))
+    maybe_content = (
+        f"arrayExists(k -> has([{keys}], k) "
+        f"OR match(k, {prefix_regex((*D.CONTENT_PREFIXES, *D.DOCUMENT_PREFIXES))}), sp.attributes.key)"
+    )
+    # Cheap test first, on the raw keys: most spans carry no content and skip the map work.
+    extra_filter = (f"{maybe_content} OR has(sp.events.name, 'exception')",)
+    stacktrace = f"ifNull({_exception('exception.stacktrace')}, '')"
+    content = _cut_map(
+        f"mapUpdate({_kept(D.is_content('k', consumed))}, "
+        f"mapFilter((k, v) -> v != '', map('exception.stacktrace', {stacktrace})))",
+        max_content_chars,
+    )
+    fields = [
+        *_SPAN_KEYS,
+        f"coalesce({_combined(dialects, 'stage')}, '') AS given_stage",
+        _documents(documents),
+        f"{content} AS content",
+    ]
+    exprs = {**_common_columns(), "content": "content"}
+    return _select(
+        _select_list(CONTENT_COLUMNS, exprs),
+        _select(fields, _span_rows(source_table, extra_filter)),
+        "\nWHERE notEmpty(content) OR notEmpty(retrieved_ids)",
+    )

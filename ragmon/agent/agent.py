@@ -1,0 +1,242 @@
+"""The agent: the one place where receivers, the write-ahead log, the store writer, the sampler and the store are
+wired together (`ragmon serve` runs one).
+
+    receivers (HTTP, gRPC) ─▶ WalIntake ─▶ write-ahead log ─▶ StoreWriter ─▶ store (spans, span_content, rollups)
+                                                                   │
+                                                                   └▶ Sampler ─▶ DecisionSink ─▶ payloads
+
+The data directory has one owner: the agent holds an exclusive lock on `agent.lock` and writes where its API
+listens to `agent.json`, so `ragmon report`/`query` on the same directory ask the agent instead of opening the
+embedded store a second time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
+from collectors.auth import ApiKeyAuth
+from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, spans_select
+from collectors.wal import WriteAheadLog
+from ragmon.agent.api import ApiServer
+from ragmon.agent.decisions import DecisionSink
+from ragmon.agent.intake import WalIntake
+from ragmon.agent.sampling import Sampler, SamplerConfig
+from ragmon.agent.writer import StoreWriter
+from ragmon.pricing import load_price_table
+from ragmon.settings import Settings
+from sinks import Store, open_store
+
+log = logging.getLogger("ragmon.agent")
+
+_P95_REFRESH_S = 10.0
+
+
+class DataDirInUse(RuntimeError):
+    """Another process owns the data directory."""
+
+
+def split_host_port(address: str, what: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{what} must be HOST:PORT, got {address!r}")
+    return host or "127.0.0.1", int(port)
+
+
+class DataDirLock:
+    """An exclusive, process-lifetime lock on a data directory, with the owner's API address beside it."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self.data_dir / "agent.lock", "a+")  # noqa: SIM115 - held for the process lifetime
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            owner = read_owner(self.data_dir)
+            raise DataDirInUse(f"{self.data_dir} is in use by another ragmon process ({owner or 'unknown'})") from None
+        self._file = handle
+
+    def publish(self, info: dict[str, Any]) -> None:
+        tmp = self.data_dir / "agent.json.tmp"
+        tmp.write_text(json.dumps({"pid": os.getpid(), **info}))
+        os.replace(tmp, self.data_dir / "agent.json")
+
+    def release(self) -> None:
+        if self._file is not None:
+            (self.data_dir / "agent.json").unlink(missing_ok=True)
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+def read_owner(data_dir: Path) -> dict[str, Any] | None:
+    try:
+        loaded = json.loads((data_dir / "agent.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+class Agent:
+    def __init__(self, settings: Settings, *, store: Store | None = None) -> None:
+        self.settings = settings
+        agent = settings.agent
+        self.sampler_config = SamplerConfig.model_validate(agent.sampling)  # fail fast on a bad config
+        self.data_dir = Path(agent.data_dir)
+        self._lock = DataDirLock(self.data_dir) if store is None and not agent.clickhouse_url else None
+        self._store = store
+        self.counters = CollectorCounters()
+        self.auth = ApiKeyAuth(agent.api_keys)
+        self._p95: dict[tuple[str, str], float] = {}
+        self._p95_at_s = float("-inf")
+        self.receivers: list[Any] = []
+        self.api: ApiServer | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    def start(self) -> Agent:
+        agent = self.settings.agent
+        if self._lock is not None:
+            self._lock.acquire()
+        try:
+            self.store = self._store or open_store(agent.clickhouse_url or self.data_dir / "chdb")
+            prices = load_price_table(self.settings.sdk.price_file)
+            self.store.install_otlp_ingest(
+                PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, spans_select("otlp_in", prices), content_select("otlp_in")
+            )
+            self.wal = WriteAheadLog(
+                self.data_dir / "wal",
+                fsync=agent.fsync,
+                fsync_interval_ms=agent.fsync_interval_ms,
+                max_bytes=agent.wal_max_bytes,
+            )
+            self.intake = WalIntake(self.wal, max_backlog_bytes=agent.backlog_max_bytes)
+            self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
+            self.decisions = DecisionSink(self.store)
+            self.writer = StoreWriter(
+                self.intake, self.wal, self.store, self.sampler, self.decisions, self.data_dir / "state"
+            )
+            self.writer.recover()
+            self.writer.start()
+            self._start_receivers()
+            host, port = split_host_port(agent.api, "--api")
+            self.api = ApiServer(host, port, self._report, self._query, self.auth).start()
+            if self._lock is not None:
+                self._lock.publish({"api": self.api.url})
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_receivers(self) -> None:
+        agent = self.settings.agent
+        host, port = split_host_port(agent.otlp_http, "--otlp-http")
+        self.receivers.append(
+            HttpReceiver(
+                self.intake,
+                host=host,
+                port=port,
+                auth=self.auth,
+                counters=self.counters,
+                max_body_bytes=agent.max_body_bytes,
+                extra_metrics=[self],
+            ).start()
+        )
+        if agent.otlp_grpc:
+            host, port = split_host_port(agent.otlp_grpc, "--otlp-grpc")
+            self.receivers.append(
+                GrpcReceiver(
+                    self.intake,
+                    host=host,
+                    port=port,
+                    auth=self.auth,
+                    counters=self.counters,
+                    max_message_bytes=agent.max_body_bytes,
+                ).start()
+            )
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop receiving, store what was acknowledged (within the timeout), decide held traces, release."""
+        for receiver in self.receivers:
+            receiver.stop()
+        self.receivers = []
+        if self.api is not None:
+            self.api.stop()
+            self.api = None
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.stop(timeout_s)
+            self.decisions.flush()
+        wal = getattr(self, "wal", None)
+        if wal is not None:
+            wal.close()
+        store = getattr(self, "store", None)
+        if store is not None and self._store is None:
+            store.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    # -- what the API and the sampler read -------------------------------------------------------------------
+    def _report(self, since_s: float, feature: str | None, tenant: str | None) -> list[dict[str, Any]]:
+        return self.store.report(since_s, feature=feature, tenant=tenant)
+
+    def _query(self, sql: str, tenant: str | None) -> list[dict[str, Any]]:
+        return self.store.query(sql, tenant=tenant)
+
+    def _recent_p95(self, feature: str, stage: str) -> float | None:
+        """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the writer thread."""
+        now = time.monotonic()
+        if now - self._p95_at_s >= _P95_REFRESH_S:
+            self._p95_at_s = now
+            try:
+                self._p95 = self.store.recent_p95()
+            except Exception as exc:  # stale figures are fine for a sampling threshold; say so, carry on
+                log.warning("could not refresh recent p95 figures: %s", exc)
+        return self._p95.get((feature, stage))
+
+    # -- /metrics --------------------------------------------------------------------------------------------
+    def render_prometheus(self) -> str:
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(f"{name}{labels} {value}" for labels, value in samples)
+
+        requests, backlog_bytes = self.intake.backlog
+        metric("ragmon_queue_requests", "gauge", "Acknowledged requests waiting for the store.", [("", requests)])
+        metric("ragmon_queue_bytes", "gauge", "Bytes of acknowledged requests waiting for the store.",
+               [("", backlog_bytes)])
+        metric("ragmon_wal_bytes", "gauge", "Bytes held by the write-ahead log.", [("", self.wal.bytes_total)])
+        metric("ragmon_intake_refused_total", "counter", "Requests refused with back-pressure, by reason.",
+               [(f'{{reason="{reason}"}}', n) for reason, n in sorted(self.intake.refused.items())])
+        writer = self.writer.counts
+        metric("ragmon_spans_stored_total", "counter", "Spans stored.", [("", writer["spans_stored"])])
+        metric("ragmon_store_batches_total", "counter", "Batches stored.", [("", writer["batches"])])
+        metric("ragmon_store_errors_total", "counter", "Store errors, by kind.",
+               [('{kind="retryable"}', writer["store_retries"]), ('{kind="rejected"}', writer["batches_rejected"])])
+        metric("ragmon_spans_quarantined_total", "counter", "Spans the store rejected, kept aside.",
+               [("", writer["spans_quarantined"])])
+        metric("ragmon_sampler_traces_held", "gauge", "Traces waiting for a decision.",
+               [("", self.sampler.traces_held)])
+        metric("ragmon_sampler_decisions_total", "counter", "Sampling decisions, by decision and trigger.",
+               [(f'{{decision="{k.split(":")[0]}",by="{k.split(":", 1)[1]}"}}', n)
+                for k, n in sorted(self.decisions.counts.items()) if k.split(":")[0] in {"keep", "skip", "drop"}])
+        metric("ragmon_sampler_policy_total", "counter", "Policy verdicts, by policy and verdict.",
+               [(f'{{policy="{p}",verdict="{v}"}}', n) for (p, v), n in sorted(self.sampler.policy.counts.items())])
+        metric("ragmon_sampler_evictions_total", "counter", "Traces decided early to bound memory, by reason.",
+               [(f'{{reason="{k.split(":", 1)[1]}"}}', n) for k, n in sorted(self.sampler.counts.items())
+                if k.startswith("evicted:")])
+        metric("ragmon_payloads_copied_total", "counter", "Kept traces whose text went to payloads.",
+               [("", self.decisions.counts["payloads_copied"])])
+        return "\n".join(lines) + "\n"

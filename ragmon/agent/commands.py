@@ -1,0 +1,274 @@
+"""`ragmon serve`, `ragmon report` and `ragmon query`.
+
+Argument definitions only import the standard library; each command imports the agent's parts when it runs, so
+`ragmon --help` and `ragmon demo` never load the store engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+REPORT_FIELDS = (
+    "feature",
+    "stage",
+    "requests",
+    "error_rate",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "ttft_p95_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cost_per_request_usd",
+)
+
+
+def parse_duration_s(text: str) -> float:
+    """'90s', '30m', '1h', '7d', '2w' or plain seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a duration like 30m, 1h or 7d, got {text!r}")
+    return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="embedded store directory (default ./.ragmon)")
+    parser.add_argument("--clickhouse-url", help="a ClickHouse server instead of the embedded store")
+    parser.add_argument("--config", type=Path, help="settings file (TOML or JSON)")
+    parser.add_argument("--api-key", help="API key, when the agent requires one (or RAGMON_API_KEY)")
+
+
+def _settings(args: argparse.Namespace, **agent: Any) -> Any:
+    from ragmon.settings import load_settings
+
+    overrides: dict[str, Any] = {k: v for k, v in agent.items() if v is not None}
+    if args.data_dir is not None:
+        overrides["data_dir"] = args.data_dir
+    if args.clickhouse_url is not None:
+        overrides["clickhouse_url"] = args.clickhouse_url
+    return load_settings({"agent": overrides}, config_file=args.config)
+
+
+# -- serve -------------------------------------------------------------------------------------------------------
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--otlp-http", metavar="HOST:PORT", help="OTLP/HTTP receiver (default 127.0.0.1:4318)")
+    parser.add_argument("--otlp-grpc", metavar="HOST:PORT", help="OTLP/gRPC receiver (default 127.0.0.1:4317)")
+    parser.add_argument("--api", metavar="HOST:PORT", help="report/query API (default 127.0.0.1:4320)")
+    _store_options(parser)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ragmon.agent.agent import Agent, DataDirInUse
+
+    try:
+        settings = _settings(args, otlp_http=args.otlp_http, otlp_grpc=args.otlp_grpc, api=args.api)
+        agent = Agent(settings)
+        agent.start()
+    except (ValidationError, ValueError, DataDirInUse, OSError) as exc:
+        print(f"ragmon serve: {exc}", file=sys.stderr)
+        return 2
+    store = settings.agent.clickhouse_url or f"embedded ClickHouse (chDB) in {settings.agent.data_dir}"
+    print(f"ragmon agent listening: OTLP/HTTP http://{settings.agent.otlp_http}/v1/traces", flush=True)
+    if settings.agent.otlp_grpc:
+        print(f"                        OTLP/gRPC {settings.agent.otlp_grpc}", flush=True)
+    assert agent.api is not None
+    print(f"                        API {agent.api.url} (health, metrics at the OTLP/HTTP port /metrics)", flush=True)
+    print(f"store: {store}; Ctrl-C to stop", flush=True)
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    stopping.wait()
+    print("stopping: storing what was acknowledged…", flush=True)
+    agent.stop()
+    return 0
+
+
+# -- report ------------------------------------------------------------------------------------------------------
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", type=parse_duration_s, default=3600.0, help="window, e.g. 15m, 1h, 7d (default 1h)")
+    parser.add_argument("--feature", help="only this feature")
+    parser.add_argument("--json", action="store_true", help="a JSON array of rows (a stable contract)")
+    _store_options(parser)
+
+
+def report(args: argparse.Namespace) -> int:
+    try:
+        rows = _read(args, "report", since_s=args.since, feature=args.feature)
+    except CommandError as exc:
+        print(f"ragmon report: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rows, default=str))
+    else:
+        print(format_report(rows))
+    return 0
+
+
+def format_report(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no spans in this window"
+    headers = ("feature", "stage", "requests", "errors", "p50 ms", "p95 ms", "p99 ms", "ttft p95", "tokens in/out",
+               "cost $", "$/request")
+    table = [headers]
+    for row in rows:
+        table.append(
+            (
+                str(row["feature"]),
+                str(row["stage"]),
+                str(row["requests"]),
+                f"{row['error_rate'] * 100:.1f}%",
+                _ms(row["p50_ms"]),
+                _ms(row["p95_ms"]),
+                _ms(row["p99_ms"]),
+                _ms(row.get("ttft_p95_ms")),
+                f"{row['input_tokens']}/{row['output_tokens']}",
+                "-" if row["cost_usd"] is None else f"{row['cost_usd']:.4f}",
+                "-" if row["cost_per_request_usd"] is None else f"{row['cost_per_request_usd']:.6f}",
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    out = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in table]
+    out.insert(1, "  ".join("-" * width for width in widths))
+    models = [(row["feature"], row["stage"], m) for row in rows for m in row.get("models", [])]
+    if models:
+        out.append("")
+        out.append("per model: feature / stage / model: requests, p95 ms, cost $")
+        for feature, stage, model in models:
+            cost = "-" if model.get("cost_usd") is None else f"{model['cost_usd']:.4f}"
+            out.append(f"  {feature} / {stage} / {model.get('model') or '-'}: {model.get('requests')}, "
+                       f"{_ms(model.get('p95_ms'))}, {cost}")
+    return "\n".join(out)
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+# -- query -------------------------------------------------------------------------------------------------------
+def add_query_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sql", help="a read-only SELECT over spans, payloads, scores, alerts, spans_1m")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row, one per line")
+    _store_options(parser)
+
+
+def query(args: argparse.Namespace) -> int:
+    try:
+        rows = _read(args, "query", sql=args.sql)
+    except CommandError as exc:
+        print(f"ragmon query: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, default=str))
+    elif rows:
+        columns = list(rows[0])
+        print("\t".join(columns))
+        for row in rows:
+            print("\t".join("" if row[c] is None else str(row[c]) for c in columns))
+    return 0
+
+
+# -- reading from a store, or from the agent that owns it ----------------------------------------------------------
+class CommandError(Exception):
+    pass
+
+
+def _read(args: argparse.Namespace, what: str, **params: Any) -> list[dict[str, Any]]:
+    from pydantic import ValidationError
+
+    try:
+        settings = _settings(args)
+    except (ValidationError, ValueError, OSError) as exc:
+        raise CommandError(str(exc)) from exc
+    api_key = args.api_key or _env_api_key()
+    if settings.agent.clickhouse_url:
+        return _read_store(settings, what, params)
+    from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
+
+    data_dir = Path(settings.agent.data_dir)
+    if not (data_dir / "chdb").exists() and read_owner(data_dir) is None:
+        raise CommandError(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon demo` first)")
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirInUse:
+        owner = read_owner(data_dir)
+        if not owner or "api" not in owner:
+            raise CommandError(f"{data_dir} is owned by a running agent that published no API address") from None
+        return _ask_agent(owner["api"], what, params, api_key)
+    try:
+        return _read_store(settings, what, params)
+    finally:
+        lock.release()
+
+
+def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    from sinks import open_store
+    from sinks.errors import StoreError
+
+    try:
+        store = open_store(settings.agent.clickhouse_url or Path(settings.agent.data_dir) / "chdb")
+    except StoreError as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        if what == "report":
+            return store.report(params["since_s"], feature=params.get("feature"))
+        return store.query(params["sql"])
+    except StoreError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        store.close()
+
+
+def _ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None) -> list[dict[str, Any]]:
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    if what == "report":
+        query_string = f"since_s={params['since_s']}"
+        if params.get("feature"):
+            from urllib.parse import quote
+
+            query_string += f"&feature={quote(params['feature'])}"
+        request = urllib.request.Request(f"{api}/api/report?{query_string}", headers=headers)
+    else:
+        body = json.dumps({"sql": params["sql"]}).encode()
+        request = urllib.request.Request(f"{api}/api/query", data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            rows: list[dict[str, Any]] = json.loads(response.read())
+            return rows
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(detail)["error"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        raise CommandError(f"the agent answered {exc.code}: {detail}") from exc
+    except OSError as exc:
+        raise CommandError(f"cannot reach the agent at {api}: {exc}") from exc
+
+
+def _env_api_key() -> str | None:
+    import os
+
+    return os.environ.get("RAGMON_API_KEY") or None

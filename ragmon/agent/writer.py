@@ -1,0 +1,228 @@
+"""The store writer: moves logged requests into the store in batches and feeds the tail sampler.
+
+One thread owns the store's write path and the sampler, so neither needs locks:
+
+1. take the next durable requests from the intake (a contiguous range of the write-ahead log);
+2. journal the range (`batch.pending`) before inserting it, so a crash mid-insert re-sends *the same* range with
+   *the same* deduplication token — the store drops it if it had landed, everywhere including the rollups;
+3. insert: the engine decodes the OTLP protobuf and normalises every span (no Python per span);
+4. move the store cursor past the range, clear the journal, trim the log;
+5. ask the store for per-trace fragments of that range, give them to the sampler, act on decided traces.
+
+A retryable store error (server down, timeouts) is retried with backoff while requests keep queueing in the log
+(receivers push back when it is full); a batch the store rejects as malformed is split to find the request at
+fault, which is moved aside to `quarantine/` and counted — the rest of the batch is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from collectors.otlp_sql import seal
+from collectors.wal import Cursor, Position, WriteAheadLog
+from ragmon.agent.intake import PendingRequest, WalIntake, ingest_seq
+from ragmon.agent.sampling import DecidedTrace, Sampler, TraceFragment
+from ragmon.retry import RetryPolicy
+from sinks.errors import StoreError
+
+log = logging.getLogger("ragmon.agent")
+
+
+class WriteStore(Protocol):
+    def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
+
+    def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]: ...
+
+
+DecisionHandler = Callable[[list[DecidedTrace]], None]
+
+
+class StoreWriter:
+    def __init__(
+        self,
+        intake: WalIntake,
+        wal: WriteAheadLog,
+        store: WriteStore,
+        sampler: Sampler,
+        on_decided: DecisionHandler,
+        state_dir: Path,
+        *,
+        batch_max_requests: int = 256,
+        batch_max_spans: int = 131_072,
+        tick_interval_s: float = 0.1,
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        self.intake = intake
+        self.wal = wal
+        self.store = store
+        self.sampler = sampler
+        self.on_decided = on_decided
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.cursor = Cursor(self.state_dir / "store.cursor")
+        self.journal = Cursor(self.state_dir / "batch.pending")
+        self.sampler_cursor = Cursor(self.state_dir / "sampler.cursor")
+        self.batch_max_requests = batch_max_requests
+        self.batch_max_spans = batch_max_spans
+        self.tick_interval_s = tick_interval_s
+        self.policy = policy or RetryPolicy(max_attempts=1_000_000, max_backoff_s=5.0, deadline_s=float("inf"))
+        self.counts: Counter[str] = Counter()
+        self.last_error = ""
+        self._stored: Position | None = None  # the store cursor, mirrored in memory
+        self._sampler_saved_at_s = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    def recover(self) -> None:
+        """After a restart: finish a journaled batch, queue what the log holds past the cursor, and give the
+        sampler back the traces it had not decided (from the store, by ingest sequence)."""
+        stored = self._stored = self.cursor.load()
+        records = list(self.wal.replay(after=stored))
+        pending = self.journal.load()
+        requests = [PendingRequest(r.position, r.tenant, r.body, 0) for r in records]
+        if pending is not None and requests:
+            # Re-send exactly the journaled range first, so its token matches the interrupted insert.
+            head = [r for r in requests if r.position <= pending]
+            if head:
+                self._insert(head)
+                self._advance(head[-1].position)
+                requests = requests[len(head) :]
+                self.counts["recovered_batches"] += 1
+        for request in requests:
+            self.intake.enqueue(request)
+        self.counts["recovered_requests"] += len(requests)
+        low_water = self.sampler_cursor.load()
+        if low_water is not None and self._stored is not None and low_water <= self._stored:
+            self._feed(ingest_seq(low_water), ingest_seq(self._stored))
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ragmon-store-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Store what is queued (within the timeout), decide every held trace, stop."""
+        deadline = time.monotonic() + timeout_s
+        while self.intake.backlog[0] and time.monotonic() < deadline and self._thread and self._thread.is_alive():
+            time.sleep(0.02)
+        self._stop.set()
+        with self.intake.ready:
+            self.intake.ready.notify_all()
+        if self._thread is not None:
+            self._thread.join(max(0.1, deadline - time.monotonic()))
+        decided = self.sampler.flush()
+        if decided:
+            self._handle(decided)
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_tick = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                stored = self.step()
+                now = time.monotonic()
+                if now >= next_tick:
+                    self._handle(self.sampler.tick())
+                    if now - self._sampler_saved_at_s >= 1.0:
+                        self._save_sampler_cursor()
+                        self._sampler_saved_at_s = now
+                    next_tick = now + self.tick_interval_s
+                if not stored:
+                    self.intake.wait(self.tick_interval_s)
+            except Exception:  # the writer must outlive any bug; the error is logged and counted
+                self.counts["writer_errors"] += 1
+                log.exception("store writer loop failed; continuing")
+                self._stop.wait(0.5)
+
+    def step(self) -> int:
+        """Store one batch if any is ready; returns the requests stored."""
+        batch = self.intake.take(self.batch_max_requests, self.batch_max_spans)
+        if not batch:
+            return 0
+        first, last = batch[0].position, batch[-1].position
+        self.journal.save(last)
+        self._insert_with_retry(batch)
+        self._advance(last)
+        self.intake.commit(len(batch))
+        self.wal.trim(last)
+        self.counts["batches"] += 1
+        self.counts["requests_stored"] += len(batch)
+        self.counts["spans_stored"] += sum(r.spans for r in batch)
+        self._feed(ingest_seq(first), ingest_seq(last))
+        return len(batch)
+
+    def _advance(self, stored: Position) -> None:
+        """Everything up to `stored` is in the store: move the cursor, then drop the journal."""
+        self.cursor.save(stored)
+        self._stored = stored
+        (self.state_dir / "batch.pending").unlink(missing_ok=True)
+
+    # -- inserting -----------------------------------------------------------------------------------------
+    def _insert_with_retry(self, batch: list[PendingRequest]) -> None:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._insert(batch)
+                self.last_error = ""
+                return
+            except StoreError as exc:
+                self.last_error = str(exc)[:500]
+                if not exc.retryable:
+                    self.counts["batches_rejected"] += 1
+                    self._isolate_rejected(batch)
+                    return
+                self.counts["store_retries"] += 1
+                if attempt == 1 or attempt % 50 == 0:
+                    log.warning("store unavailable (%s); retrying, requests wait in the log", exc)
+                delay = self.policy.backoff_s(min(attempt, 8))
+                if self._stop.wait(delay):
+                    raise  # shutting down: the batch stays in the log and the journal, re-sent on restart
+
+    def _insert(self, batch: Sequence[PendingRequest]) -> None:
+        envelopes = [seal(r.body, r.tenant, ingest_seq(r.position)) for r in batch]
+        token = f"wal:{batch[0].position.token()}-{batch[-1].position.token()}"
+        self.store.insert_otlp(envelopes, token)
+
+    def _isolate_rejected(self, batch: list[PendingRequest]) -> None:
+        """Store each request on its own; the ones the store still rejects go to quarantine, counted."""
+        for request in batch:
+            try:
+                self._insert([request])
+            except StoreError as exc:
+                if exc.retryable:
+                    raise
+                self._quarantine(request, exc)
+
+    def _quarantine(self, request: PendingRequest, exc: Exception) -> None:
+        folder = self.state_dir / "quarantine"
+        folder.mkdir(exist_ok=True)
+        (folder / f"{request.position.token().replace(':', '-')}.otlp").write_bytes(request.body)
+        (folder / f"{request.position.token().replace(':', '-')}.why").write_text(f"{request.tenant}\n{exc}\n")
+        self.counts["requests_quarantined"] += 1
+        self.counts["spans_quarantined"] += request.spans
+        log.error("store rejected a request (%s); kept in %s", exc, folder)
+
+    # -- sampling ------------------------------------------------------------------------------------------
+    def _feed(self, seq_from: int, seq_to: int) -> None:
+        rows = self.store.trace_fragments(seq_from, seq_to)
+        fragments = [TraceFragment.from_row({"first_ingest_seq": seq_from, **row}) for row in rows]
+        self._handle(self.sampler.ingest(fragments))
+
+    def _handle(self, decided: list[DecidedTrace]) -> None:
+        if decided:
+            self.on_decided(decided)
+
+    def _save_sampler_cursor(self) -> None:
+        """Persist where a restarted sampler must look back to: its oldest undecided trace, else the store."""
+        low_water = self.sampler.low_water_seq()
+        if low_water is not None:
+            self.sampler_cursor.save(Position(low_water >> 40, low_water & ((1 << 40) - 1)))
+        elif self._stored is not None:
+            self.sampler_cursor.save(self._stored)

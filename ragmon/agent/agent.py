@@ -215,28 +215,67 @@ class Agent:
 
         requests, backlog_bytes = self.intake.backlog
         metric("ragmon_queue_requests", "gauge", "Acknowledged requests waiting for the store.", [("", requests)])
-        metric("ragmon_queue_bytes", "gauge", "Bytes of acknowledged requests waiting for the store.",
-               [("", backlog_bytes)])
+        metric(
+            "ragmon_queue_bytes",
+            "gauge",
+            "Bytes of acknowledged requests waiting for the store.",
+            [("", backlog_bytes)],
+        )
         metric("ragmon_wal_bytes", "gauge", "Bytes held by the write-ahead log.", [("", self.wal.bytes_total)])
-        metric("ragmon_intake_refused_total", "counter", "Requests refused with back-pressure, by reason.",
-               [(f'{{reason="{reason}"}}', n) for reason, n in sorted(self.intake.refused.items())])
+        metric(
+            "ragmon_intake_refused_total",
+            "counter",
+            "Requests refused with back-pressure, by reason.",
+            [(f'{{reason="{reason}"}}', n) for reason, n in sorted(self.intake.refused.items())],
+        )
         writer = self.writer.counts
         metric("ragmon_spans_stored_total", "counter", "Spans stored.", [("", writer["spans_stored"])])
         metric("ragmon_store_batches_total", "counter", "Batches stored.", [("", writer["batches"])])
-        metric("ragmon_store_errors_total", "counter", "Store errors, by kind.",
-               [('{kind="retryable"}', writer["store_retries"]), ('{kind="rejected"}', writer["batches_rejected"])])
-        metric("ragmon_spans_quarantined_total", "counter", "Spans the store rejected, kept aside.",
-               [("", writer["spans_quarantined"])])
-        metric("ragmon_sampler_traces_held", "gauge", "Traces waiting for a decision.",
-               [("", self.sampler.traces_held)])
-        metric("ragmon_sampler_decisions_total", "counter", "Sampling decisions, by decision and trigger.",
-               [(f'{{decision="{k.split(":")[0]}",by="{k.split(":", 1)[1]}"}}', n)
-                for k, n in sorted(self.decisions.counts.items()) if k.split(":")[0] in {"keep", "skip", "drop"}])
-        metric("ragmon_sampler_policy_total", "counter", "Policy verdicts, by policy and verdict.",
-               [(f'{{policy="{p}",verdict="{v}"}}', n) for (p, v), n in sorted(self.sampler.policy.counts.items())])
-        metric("ragmon_sampler_evictions_total", "counter", "Traces decided early to bound memory, by reason.",
-               [(f'{{reason="{k.split(":", 1)[1]}"}}', n) for k, n in sorted(self.sampler.counts.items())
-                if k.startswith("evicted:")])
-        metric("ragmon_payloads_copied_total", "counter", "Kept traces whose text went to payloads.",
-               [("", self.decisions.counts["payloads_copied"])])
+        metric(
+            "ragmon_store_errors_total",
+            "counter",
+            "Store errors, by kind.",
+            [('{kind="retryable"}', writer["store_retries"]), ('{kind="rejected"}', writer["batches_rejected"])],
+        )
+        metric(
+            "ragmon_spans_quarantined_total",
+            "counter",
+            "Spans the store rejected, kept aside.",
+            [("", writer["spans_quarantined"])],
+        )
+        metric(
+            "ragmon_sampler_traces_held", "gauge", "Traces waiting for a decision.", [("", self.sampler.traces_held)]
+        )
+        metric(
+            "ragmon_sampler_decisions_total",
+            "counter",
+            "Sampling decisions, by decision and trigger.",
+            [
+                (f'{{decision="{k.split(":")[0]}",by="{k.split(":", 1)[1]}"}}', n)
+                for k, n in sorted(self.decisions.counts.items())
+                if k.split(":")[0] in {"keep", "skip", "drop"}
+            ],
+        )
+        metric(
+            "ragmon_sampler_policy_total",
+            "counter",
+            "Policy verdicts, by policy and verdict.",
+            [(f'{{policy="{p}",verdict="{v}"}}', n) for (p, v), n in sorted(self.sampler.policy.counts.items())],
+        )
+        metric(
+            "ragmon_sampler_evictions_total",
+            "counter",
+            "Traces decided early to bound memory, by reason.",
+            [
+                (f'{{reason="{k.split(":", 1)[1]}"}}', n)
+                for k, n in sorted(self.sampler.counts.items())
+                if k.startswith("evicted:")
+            ],
+        )
+        metric(
+            "ragmon_payloads_copied_total",
+            "counter",
+            "Kept traces whose text went to payloads.",
+            [("", self.decisions.counts["payloads_copied"])],
+        )
         return "\n".join(lines) + "\n"

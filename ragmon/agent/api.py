@@ -44,8 +44,8 @@ class ApiServer:
                 if url.path == "/health":
                     self._reply(200, {"status": "ok"})
                     return
-                tenant = self._tenant()
-                if tenant is False:
+                allowed, tenant = self._tenant()
+                if not allowed:
                     return
                 if url.path == "/api/report":
                     params = parse_qs(url.query)
@@ -63,8 +63,8 @@ class ApiServer:
                 if urlsplit(self.path).path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})
                     return
-                tenant = self._tenant()
-                if tenant is False:
+                allowed, tenant = self._tenant()
+                if not allowed:
                     return
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > _MAX_QUERY_BODY_BYTES:
@@ -79,15 +79,15 @@ class ApiServer:
                     return
                 self._run(lambda: api.query(sql, tenant))
 
-            def _tenant(self) -> str | None | bool:
-                """The caller's tenant; None = every tenant (no keys configured); False = refused (replied)."""
+            def _tenant(self) -> tuple[bool, str | None]:
+                """(allowed, tenant): tenant None = every tenant (no keys configured); refusals are answered."""
                 if not api.auth.required:
-                    return None
+                    return True, None
                 tenant = api.auth.tenant_for(self.headers.get("Authorization"), self.headers.get("x-api-key"))
                 if tenant is None:
                     self._reply(401, {"error": "a valid API key is required"})
-                    return False
-                return tenant
+                    return False, None
+                return True, tenant
 
             def _run(self, fn: Callable[[], list[dict[str, Any]]]) -> None:
                 try:
@@ -122,7 +122,7 @@ class ApiServer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> ApiServer:
         self._thread.start()

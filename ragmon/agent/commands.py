@@ -7,6 +7,7 @@ Argument definitions only import the standard library; each command imports the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import signal
@@ -126,8 +127,19 @@ def report(args: argparse.Namespace) -> int:
 def format_report(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no spans in this window"
-    headers = ("feature", "stage", "requests", "errors", "p50 ms", "p95 ms", "p99 ms", "ttft p95", "tokens in/out",
-               "cost $", "$/request")
+    headers = (
+        "feature",
+        "stage",
+        "requests",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "ttft p95",
+        "tokens in/out",
+        "cost $",
+        "$/request",
+    )
     table = [headers]
     for row in rows:
         table.append(
@@ -154,8 +166,10 @@ def format_report(rows: list[dict[str, Any]]) -> str:
         out.append("per model: feature / stage / model: requests, p95 ms, cost $")
         for feature, stage, model in models:
             cost = "-" if model.get("cost_usd") is None else f"{model['cost_usd']:.4f}"
-            out.append(f"  {feature} / {stage} / {model.get('model') or '-'}: {model.get('requests')}, "
-                       f"{_ms(model.get('p95_ms'))}, {cost}")
+            out.append(
+                f"  {feature} / {stage} / {model.get('model') or '-'}: {model.get('requests')}, "
+                f"{_ms(model.get('p95_ms'))}, {cost}"
+            )
     return "\n".join(out)
 
 
@@ -259,10 +273,8 @@ def _ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None)
             return rows
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # not our JSON error body: show it raw
             detail = json.loads(detail)["error"]
-        except (ValueError, KeyError, TypeError):
-            pass
         raise CommandError(f"the agent answered {exc.code}: {detail}") from exc
     except OSError as exc:
         raise CommandError(f"cannot reach the agent at {api}: {exc}") from exc

@@ -49,6 +49,7 @@ class WalIntake:
             if self._backlog_bytes + len(body) > self.max_backlog_bytes:
                 self._refuse("backlog_full")
                 raise Backpressure(1.0, "the store is behind; retry shortly")
+
         def queue_in_log_order(position: Position) -> None:
             self.enqueue(PendingRequest(position, tenant, body, spans))
 

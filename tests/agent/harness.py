@@ -42,11 +42,18 @@ class AgentProcess:
 
     def start(self, timeout_s: float = 60.0) -> AgentProcess:
         command = [
-            sys.executable, "-m", "ragmon.cli", "serve",
-            "--data-dir", str(self.data_dir),
-            "--otlp-http", f"127.0.0.1:{self.http_port}",
-            "--otlp-grpc", f"127.0.0.1:{self.grpc_port}" if self.grpc_port else "",
-            "--api", f"127.0.0.1:{self.api_port}",
+            sys.executable,
+            "-m",
+            "ragmon.cli",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--otlp-http",
+            f"127.0.0.1:{self.http_port}",
+            "--otlp-grpc",
+            f"127.0.0.1:{self.grpc_port}" if self.grpc_port else "",
+            "--api",
+            f"127.0.0.1:{self.api_port}",
         ]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.extra_env}
         log = open(self.log_path, "a")  # noqa: SIM115 - closed when the process is stopped
@@ -79,7 +86,9 @@ class AgentProcess:
 
     def query(self, sql: str) -> list[dict[str, Any]]:
         request = urllib.request.Request(
-            f"{self.api}/api/query", data=json.dumps({"sql": sql}).encode(), method="POST",
+            f"{self.api}/api/query",
+            data=json.dumps({"sql": sql}).encode(),
+            method="POST",
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:

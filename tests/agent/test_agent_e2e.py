@@ -27,18 +27,29 @@ from tests.agent.harness import REPO, AgentProcess
 
 
 def _rag_trace(tracer, feature: str, *, error: bool = False, generate_ms: float = 0.0) -> None:  # type: ignore[no-untyped-def]
-    with tracer.start_as_current_span(f"request {feature}", attributes={"ragmon.stage": "request",
-                                                                        "ragmon.feature": feature,
-                                                                        "ragmon.question": "what is ragmon?"}):
-        with tracer.start_as_current_span("retrieval docs", attributes={
-            "gen_ai.operation.name": "retrieval", "ragmon.feature": feature,
-            "gen_ai.retrieval.documents": json.dumps([{"id": "a", "score": 0.9}, {"id": "b", "score": 0.4}]),
-        }):
+    with tracer.start_as_current_span(
+        f"request {feature}",
+        attributes={"ragmon.stage": "request", "ragmon.feature": feature, "ragmon.question": "what is ragmon?"},
+    ):
+        with tracer.start_as_current_span(
+            "retrieval docs",
+            attributes={
+                "gen_ai.operation.name": "retrieval",
+                "ragmon.feature": feature,
+                "gen_ai.retrieval.documents": json.dumps([{"id": "a", "score": 0.9}, {"id": "b", "score": 0.4}]),
+            },
+        ):
             pass
-        with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
-            "gen_ai.operation.name": "chat", "ragmon.feature": feature, "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 100,
-        }) as span:
+        with tracer.start_as_current_span(
+            "chat gpt-4o-mini",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "ragmon.feature": feature,
+                "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.usage.input_tokens": 1000,
+                "gen_ai.usage.output_tokens": 100,
+            },
+        ) as span:
             if generate_ms:
                 time.sleep(generate_ms / 1000)
             if error:
@@ -77,8 +88,9 @@ def test_real_exporters_over_http_and_grpc_land_in_the_report(agent: AgentProces
     cost = 1000 * 0.15 / 1e6 + 100 * 0.60 / 1e6  # gpt-4o-mini list prices in ragmon/data/prices.json
     assert by_key[("docs-qa", "generate")]["cost_usd"] == pytest.approx(5 * cost)
     assert by_key[("docs-qa", "request")]["requests"] == 5
-    count = _cli("query", "SELECT count() AS n FROM spans WHERE service = 'e2e-app'", "--json",
-                 "--data-dir", str(agent.data_dir))
+    count = _cli(
+        "query", "SELECT count() AS n FROM spans WHERE service = 'e2e-app'", "--json", "--data-dir", str(agent.data_dir)
+    )
     assert json.loads(count) == {"n": 24}
 
 
@@ -109,9 +121,24 @@ def test_data_survives_a_restart(tmp_path: Path) -> None:
 
 def test_a_second_agent_on_the_same_data_dir_is_refused(agent: AgentProcess) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ragmon.cli", "serve", "--data-dir", str(agent.data_dir), "--otlp-http",
-         "127.0.0.1:0", "--otlp-grpc", "", "--api", "127.0.0.1:0"],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "ragmon.cli",
+            "serve",
+            "--data-dir",
+            str(agent.data_dir),
+            "--otlp-http",
+            "127.0.0.1:0",
+            "--otlp-grpc",
+            "",
+            "--api",
+            "127.0.0.1:0",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "in use by another ragmon process" in result.stderr
@@ -184,7 +211,8 @@ def _sql_set(values: set[str]) -> str:
 
 
 def _cli(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "ragmon.cli", *args], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "ragmon.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -10,4 +10,13 @@ from ragmon.agent.sampling.decision import Decision, Verdict
 from ragmon.agent.sampling.sampler import DecidedTrace, Sampler
 from ragmon.agent.sampling.trace import TraceFragment, TraceSummary
 
-__all__ = ["DecidedTrace", "Decision", "Sampler", "SamplerConfig", "TraceFragment", "TraceSummary", "Verdict", "build_policies"]
+__all__ = [
+    "DecidedTrace",
+    "Decision",
+    "Sampler",
+    "SamplerConfig",
+    "TraceFragment",
+    "TraceSummary",
+    "Verdict",
+    "build_policies",
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import ragmon
 from ragmon import attributes as attr
+
+
+@pytest.fixture(scope="session")
+def chdb_engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """chDB runs one engine per process, on one path: every test that needs the embedded engine shares it
+    (isolation comes from a database per test)."""
+    return tmp_path_factory.mktemp("chdb-engine")
 
 
 @pytest.fixture(autouse=True)

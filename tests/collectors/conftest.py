@@ -16,13 +16,13 @@ from collectors import ApiKeyAuth, CollectorCounters, GrpcReceiver, HttpReceiver
 
 
 @pytest.fixture(scope="session")
-def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("chdb")
+def chdb_dir(chdb_engine_dir: Path) -> Path:
+    return chdb_engine_dir
 
 
 @pytest.fixture(scope="session")
 def chdb(chdb_dir: Path) -> Iterator[chdb_session.Session]:
-    session = chdb_session.Session(str(chdb_dir / "db"))
+    session = chdb_session.Session(str(chdb_dir))
     yield session
     session.close()
 

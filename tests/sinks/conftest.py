@@ -19,8 +19,8 @@ from sinks.chhttp import ClickHouseHttpServer
 
 
 @pytest.fixture(scope="session")
-def engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("chdb")
+def engine_dir(chdb_engine_dir: Path) -> Path:
+    return chdb_engine_dir
 
 
 @pytest.fixture(scope="session")

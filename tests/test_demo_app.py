@@ -468,7 +468,7 @@ def test_run_demo_prints_the_span_table_and_the_stage_summary() -> None:
 def test_cli_entry_parses_fault_options_and_runs() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["-n", "3", "--norm-bug", "--summary-only", "--seed", "2"])
+    args = parser.parse_args(["-n", "3", "--norm-bug", "--summary-only", "--seed", "2", "--local-only"])
     assert main(args) == 0
     bad = parser.parse_args(["--slow", "index=5"])
     assert main(bad) == 2

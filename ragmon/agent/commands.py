@@ -160,7 +160,10 @@ def format_report(rows: list[dict[str, Any]]) -> str:
     widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
     out = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in table]
     out.insert(1, "  ".join("-" * width for width in widths))
-    models = [(row["feature"], row["stage"], m) for row in rows for m in row.get("models", [])]
+    # Per model only where a stage used more than one: elsewhere the row above says it all.
+    models = [
+        (row["feature"], row["stage"], m) for row in rows if len(row.get("models", [])) > 1 for m in row["models"]
+    ]
     if models:
         out.append("")
         out.append("per model: feature / stage / model: requests, p95 ms, cost $")

@@ -14,6 +14,7 @@ import random
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -215,6 +216,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="query/passage embedder (default: hashing, deterministic and offline)",
     )
     parser.add_argument("--summary-only", action="store_true", help="print only the per-stage summary")
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(".ragmon"), help="the embedded agent's store (default ./.ragmon)"
+    )
+    parser.add_argument(
+        "--local-only", action="store_true", help="no agent: print the spans the SDK recorded, nothing stored"
+    )
+    parser.add_argument("--spans", action="store_true", help="with the agent: also print every span")
     faults = parser.add_argument_group("faults (default: a small mix of each; any option here replaces the mix)")
     faults.add_argument("--no-faults", action="store_true", help="inject nothing")
     faults.add_argument("--slow", action="append", metavar="STAGE=MS", help=f"extra latency; stages: {stages}")
@@ -263,12 +271,27 @@ def main(args: argparse.Namespace) -> int:
         generator = OpenAICompatibleGenerator(
             args.llm_base_url, args.llm_model, os.environ.get(args.llm_api_key_env), stream=args.llm_stream
         )
-    return run_demo(
-        args.requests,
-        faults=faults,
-        endpoint=args.endpoint,
-        seed=args.seed,
-        embedder=args.embedder,
-        generator=generator,
-        show_spans=not args.summary_only,
-    )
+    if args.local_only or args.endpoint:
+        return run_demo(
+            args.requests,
+            faults=faults,
+            endpoint=args.endpoint,
+            seed=args.seed,
+            embedder=args.embedder,
+            generator=generator,
+            show_spans=not args.summary_only,
+        )
+    from ragmon.demo.pipeline import run_through_agent
+
+    def app(endpoint: str) -> int:
+        return run_demo(
+            args.requests,
+            faults=faults,
+            endpoint=endpoint,
+            seed=args.seed,
+            embedder=args.embedder,
+            generator=generator,
+            show_spans=args.spans,
+        )
+
+    return run_through_agent(args.data_dir, app)

@@ -1,23 +1,29 @@
 """The SELECTs that normalise OTLP spans inside ClickHouse: `spans_select` and `content_select`.
 
 ClickHouse plans a materialized view's SELECT on every INSERT, so what the SQL costs to *plan* is paid per
-insert (per batch), on top of what it costs to run per span. The SQL is therefore built from cheap shapes:
-plain map lookups, one lambda per job, and layers that hand computed values to the next as columns (an alias
-re-used in the SELECT that defines it is cloned by the analyzer, and planned again at every use).
+insert (per batch), on top of what it costs to run per span. The SQL is therefore built from shapes that are
+cheap to plan (measured on chDB 4.4 / ClickHouse 26.9; see benchmarks/collectors_decode.py):
+
+- plain map lookups ``a['key']`` combined by ``coalesce``, instead of per-key lambdas or index columns;
+- each big value computed once and handed to the next layer as a column: an alias re-used in the SELECT that
+  defines it is cloned by the analyzer and planned again at every use. Where a value is read several times in
+  one expression, ``arrayMap(x -> f(x, x), [value])[1]`` binds it once (a "let");
+- few layers: every layer boundary makes the planner merge the expression DAGs below it again;
+- no ``x = c AND y = c`` chains: the analyzer's AND-chain pass (optimize_and_compare_chain) costs
+  milliseconds per chain; `collectors.sql_values.all_of`, ``if`` or an OR of ``> 0`` tests instead;
+- ``coalesce`` over the AnyValue oneof rather than ``multiIf``: it runs about twice as fast.
 
 Layers, innermost first:
 
 0. per resource (before the spans are joined: referring to the resource after the span ARRAY JOIN would copy
-   it, with all its spans, into every span row): service, resource feature, and ``r``, the resource attributes
-   kept on every span.
+   it, with all its spans, into every span row): service, resource feature, the kept resource attributes.
 1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `collectors.envelope`, which counts them);
-   ``a``: the span's attributes as a Map key → text (`collectors.sql_values.value_text`); ``ex``: the same for
-   the first ``exception`` event.
-2. each dialect field (`collectors.sql_dialects`) as map lookups combined by precedence; exception type,
-   message and stack trace read once from ``ex``; which document sources are present.
-3. stage, documents of the first present source, counts as UInt32, price index, the attributes/content map.
-4. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`), each cast to its declared type; cost from the
-   price table (`collectors.sql_pricing`), top-1 score and similarity gap from the scores.
+   ``a``: the span's attributes as a Map key → text (`collectors.sql_values.value_text`), plus the first
+   ``exception`` event's attributes and the kept resource attributes under reserved key prefixes.
+2. each dialect field (`collectors.sql_dialects`) as map lookups combined by precedence, counts clamped to
+   UInt32, the documents of the first present source, and the attributes (or content) map.
+3. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`), each cast to its declared type; stage, cost
+   from the price table (`collectors.sql_pricing`), top-1 score and similarity gap from the scores.
 
 Decisions kept from the Python normaliser this replaces:
 
@@ -34,7 +40,8 @@ Decisions kept from the Python normaliser this replaces:
   JSON, bytes as base64), cut to `max_attribute_chars`; plus ``service.version`` and
   ``deployment.environment[.name]`` from the resource, ``exception.message`` and ``otel.status_description``;
   ``gen_ai.retrieval.documents`` stays when it is not a JSON list of documents. ``ragmon.tenant`` is dropped:
-  the tenant is the envelope's, stamped from the API key.
+  the tenant is the envelope's, stamped from the API key. Exception event attributes and the kept resource
+  attributes are read as scalars (`collectors.sql_values.scalar_text`): an array or kvlist there reads as empty.
 - content: captured text (`sql_dialects.CONTENT_KEYS`, prefixes, document text) plus exception stack traces,
   cut to `max_content_chars`.
 """
@@ -45,9 +52,8 @@ from functools import lru_cache
 from typing import Final
 
 from collectors import sql_dialects as D
-from collectors.otlp_schema import ANY_VALUE_TYPE
 from collectors.sql_pricing import cost_expression, price_rates
-from collectors.sql_values import UINT32_MAX, all_of, prefix_regex, quote, raw, truncated, value_text
+from collectors.sql_values import UINT32_MAX, all_of, prefix_regex, quote, raw, scalar_text, truncated, value_text
 from ragmon import attributes as A
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable, default_price_table
@@ -61,8 +67,9 @@ _ID_KEYS: Final = (A.GEN_AI_RETRIEVAL_DOCUMENTS, A.RAGMON_DOCUMENT_IDS, A.RAGMON
 _COUNTS: Final = ("input_tokens", "output_tokens", "cached_input_tokens", "search_units")
 _TEXT_DEFAULTS: Final = {"user": "''", "session": "''", "model": "''", "provider": "''"}
 _EXCEPTION_ATTRIBUTES: Final = "arrayFirst(e -> e.name = 'exception', sp.events).attributes"
-# ``a`` also holds, under these prefixes (a NUL byte: no real attribute key starts with one), the attributes of
-# the first exception event and the resource attributes kept on every span: one map, one value_text lambda.
+# ``a`` also holds, under these prefixes (a NUL byte: no real attribute key starts with one; span keys that do
+# are dropped), the attributes of the first exception event and the resource attributes kept on every span, as
+# `scalar_text` (they are strings by convention): one map, one lookup syntax, one value_text lambda.
 _EXCEPTION_PREFIX: Final = "\\0e:"  # SQL text of the literal's content
 _RESOURCE_PREFIX: Final = "\\0r:"
 _RESERVED: Final = "'\\0'"  # SQL literal: the first byte of both prefixes
@@ -71,10 +78,21 @@ _RESERVED: Final = "'\\0'"  # SQL literal: the first byte of both prefixes
 def _exception(key: str) -> str:
     """Nullable(String): attribute `key` of the span's first exception event."""
     return f"a['{_EXCEPTION_PREFIX}{key}']"
+
+
 _DOCS_TYPE: Final = "Tuple(Array(String), Array(Nullable(Float64)))"
 # Span-row columns every layer hands on unchanged.
-_SPAN_KEYS: Final = ("tenant", "ingest_seq", "trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns",
-                     "status_code")
+_SPAN_KEYS: Final = (
+    "tenant",
+    "ingest_seq",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "start_ns",
+    "end_ns",
+    "status_code",
+)
 
 
 @lru_cache(maxsize=1)
@@ -83,8 +101,11 @@ def _shipped_prices() -> PriceTable:
 
 
 def _select(columns: list[str] | tuple[str, ...], source: str, tail: str = "") -> str:
+    """SELECT `columns` FROM `source` (a subquery, or a table name) `tail`."""
     body = ",\n    ".join(columns)
-    return f"SELECT\n    {body}\nFROM ({source}\n){tail}"
+    if source.lstrip().upper().startswith("SELECT"):
+        source = f"({source}\n)"
+    return f"SELECT\n    {body}\nFROM {source}{tail}"
 
 
 def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
@@ -92,7 +113,7 @@ def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
     zero_trace = "unhex('00000000000000000000000000000000')"
     zero_span = "unhex('0000000000000000')"
     valid = (
-        f"length(sp.trace_id) = 16",
+        "length(sp.trace_id) = 16",
         f"sp.trace_id != {zero_trace}",
         "length(sp.span_id) = 8",
         f"sp.span_id != {zero_span}",
@@ -110,10 +131,13 @@ def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
             f"ifNull(nullIf({resource_string.format(key=quote('service.name'))}, ''), {quote(_DEFAULT_SERVICE)})"
             " AS service",
             f"nullIf({resource_string.format(key=quote(A.RAGMON_FEATURE))}, '') AS resource_feature",
-            f"arrayFilter(kv -> kv.key IN ({kept}), rs.resource.attributes) AS resource_kept",
+            f"arrayMap(k -> concat('{_RESOURCE_PREFIX}', k), arrayFilter(k -> k IN ({kept}), "
+            "rs.resource.attributes.key)) AS resource_keys",
+            f"arrayMap(kv -> {scalar_text('kv.value')}, arrayFilter(kv -> kv.key IN ({kept}), rs.resource.attributes))"
+            " AS resource_texts",
             "rs.scope_spans AS scope_spans",
         ],
-        f"SELECT tenant, ingest_seq, resource_spans FROM {source_table}",
+        source_table,
         "\nARRAY JOIN resource_spans AS rs",
     )
     return _select(
@@ -131,11 +155,11 @@ def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
             "sp.end_time_unix_nano AS end_ns",
             "sp.status.code AS status_code",
             "sp.status.message AS status_message",
+            # texts are made per part and then concatenated: concatenating the AnyValue arrays copies them
             f"mapFromArrays(arrayConcat(sp.attributes.key, "
-            f"arrayMap(k -> concat('{_EXCEPTION_PREFIX}', k), {_EXCEPTION_ATTRIBUTES}.key), "
-            f"arrayMap(k -> concat('{_RESOURCE_PREFIX}', k), resource_kept.key)), "
-            f"arrayMap(v -> {value_text('v')}, "
-            f"arrayConcat(sp.attributes.value, {_EXCEPTION_ATTRIBUTES}.value, resource_kept.value))) AS a",
+            f"arrayMap(k -> concat('{_EXCEPTION_PREFIX}', k), {_EXCEPTION_ATTRIBUTES}.key), resource_keys), "
+            f"arrayConcat(arrayMap(v -> {value_text('v')}, sp.attributes.value), "
+            f"arrayMap(v -> {scalar_text('v')}, {_EXCEPTION_ATTRIBUTES}.value), resource_texts)) AS a",
         ],
         resources,
         "\nARRAY JOIN scope_spans AS ss\nARRAY JOIN ss.spans AS sp\n"

@@ -60,9 +60,7 @@ def price_rates(prices: PriceTable, model: str) -> str:
     return f"arrayElement(CAST([(0, NULL, NULL, NULL, NULL), {rows}], 'Array({_RATES_TYPE})'), {index} + 1)"
 
 
-def cost_expression(
-    *, rates: str, input_tokens: str, output_tokens: str, cached_tokens: str, search_units: str
-) -> str:
+def cost_expression(*, rates: str, input_tokens: str, output_tokens: str, cached_tokens: str, search_units: str) -> str:
     """Nullable(Float64) cost from columns: `rates` (see `price_rates`) and the used quantities (UInt32)."""
     cached = f"least({cached_tokens}, {input_tokens})"
     # Each used quantity adds its price; a NULL rate of a used quantity makes the whole cost NULL (unknown).

@@ -24,6 +24,7 @@ __all__ = [
     "quote",
     "raw",
     "scalar_json",
+    "scalar_text",
     "text",
     "truncated",
     "value_text",
@@ -45,12 +46,13 @@ def json_string(expr: str) -> str:
 
 def scalar_json(v: str) -> str:
     """JSON text of a `Scalar` tuple expression `v` (an array element or kvlist value); 'null' when empty."""
+    # coalesce, not multiIf: at most one field of the oneof is set, and coalesce runs ~2x faster over arrays
     return (
-        f"multiIf({v}.string_value IS NOT NULL, {json_string(f'assumeNotNull({v}.string_value)')}, "
-        f"{v}.int_value IS NOT NULL, toString({v}.int_value), "
-        f"{v}.double_value IS NOT NULL, if(isFinite({v}.double_value), toString({v}.double_value), 'null'), "
-        f"{v}.bool_value IS NOT NULL, if({v}.bool_value, 'true', 'false'), "
-        f"{v}.bytes_value IS NOT NULL, {json_string(f'base64Encode(assumeNotNull({v}.bytes_value))')}, "
+        f"coalesce(if({v}.string_value IS NULL, NULL, {json_string(f'assumeNotNull({v}.string_value)')}), "
+        f"toString({v}.int_value), "
+        f"if({v}.double_value IS NULL, NULL, if(isFinite({v}.double_value), toString({v}.double_value), 'null')), "
+        f"toString({v}.bool_value), "
+        f"if({v}.bytes_value IS NULL, NULL, {json_string(f'base64Encode(assumeNotNull({v}.bytes_value))')}), "
         "'null')"
     )
 
@@ -59,21 +61,27 @@ def value_text(v: str) -> str:
     """Text of an `AnyValue` tuple expression `v`: Nullable(String), NULL for an empty value.
 
     An empty array or kvlist cannot be told from an empty AnyValue on the wire without oneof presence; both
-    become NULL (the attribute is dropped).
+    become NULL (the attribute is dropped). At most one field is set (a oneof), so the first non-NULL wins.
     """
     return (
-        f"multiIf({v}.string_value IS NOT NULL, {v}.string_value, "
-        f"{v}.int_value IS NOT NULL, toString({v}.int_value), "
-        f"{v}.double_value IS NOT NULL, toString({v}.double_value), "
-        f"{v}.bool_value IS NOT NULL, if({v}.bool_value, 'true', 'false'), "
-        f"notEmpty({v}.array_value.values), "
-        f"concat('[', arrayStringConcat(arrayMap(x -> {scalar_json('x')}, {v}.array_value.values), ','), ']'), "
-        f"notEmpty({v}.kvlist_value.values), "
+        f"coalesce({v}.string_value, toString({v}.int_value), toString({v}.double_value), "
+        f"toString({v}.bool_value), "  # Bool as text: 'true' / 'false'
+        f"if(empty({v}.array_value.values), NULL, "
+        f"concat('[', arrayStringConcat(arrayMap(x -> {scalar_json('x')}, {v}.array_value.values), ','), ']')), "
+        f"if(empty({v}.kvlist_value.values), NULL, "
         f"concat('{{', arrayStringConcat(arrayMap(p -> concat({json_string('p.key')}, ':', {scalar_json('p.value')}), "
-        f"{v}.kvlist_value.values), ','), '}}'), "
-        f"{v}.bytes_value IS NOT NULL, base64Encode(assumeNotNull({v}.bytes_value)), "
-        "NULL)"
+        f"{v}.kvlist_value.values), ','), '}}')), "
+        f"base64Encode({v}.bytes_value))"
     )
+
+
+def scalar_text(v: str) -> str:
+    """Text of an `AnyValue` `v` that is a string, int, double or bool; NULL otherwise (arrays, kvlists, bytes).
+
+    For values that are scalars by convention (exception event attributes, service.version): cheaper to plan
+    and run than `value_text`.
+    """
+    return f"coalesce({v}.string_value, toString({v}.int_value), toString({v}.double_value), toString({v}.bool_value))"
 
 
 def raw(key: str) -> str:

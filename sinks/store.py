@@ -56,6 +56,9 @@ INSERT_SETTINGS: dict[str, int] = {
     "insert_deduplicate": 1,
     "deduplicate_blocks_in_dependent_materialized_views": 1,
     "optimize_on_insert": 0,
+    # The OTLP input feeds two views (spans, span_content) and spans feeds the rollups: run them side by side
+    # on both cores instead of one after the other.
+    "parallel_view_processing": 1,
 }
 
 

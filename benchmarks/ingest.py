@@ -1,0 +1,183 @@
+"""End-to-end ingest: sender processes post pre-encoded OTLP requests to `ragmon serve` (embedded store).
+
+Reports spans/s from the first request sent until every span is queryable, the agent's peak RSS, and the time of
+`ragmon report` (through the running agent) over what was stored. Run on demand:
+
+    python benchmarks/ingest.py                      # 1,000,000 spans, 2 senders, 512 spans per request
+    python benchmarks/ingest.py --spans 200000 --senders 1
+
+Requests carry realistic RAG attributes (ragmon's SDK names: feature, model, tokens, documents with scores) and
+distinct trace/span ids, built before the clock starts; senders retry 429/503 after Retry-After, as OTLP clients
+must, so back-pressure slows them instead of losing spans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.agent.harness import AgentProcess  # noqa: E402 - the repo's own test harness starts the agent
+
+
+def _template(spans_per_request: int) -> bytes:
+    """One realistic request: traces of root + embed, search, rerank, generate, encoded by the OTel SDK path."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import ragmon
+    from ragmon._otlp import encode_spans
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "ingest-bench"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    ragmon.configure(tracer_provider=provider, span_exporter=InMemorySpanExporter())
+    rng = random.Random(1)
+    features = ["docs-qa", "support-chat", "search-assist"]
+    while len(exporter.get_finished_spans()) < spans_per_request:
+        with ragmon.request(rng.choice(features), user=f"u{rng.randrange(500)}"):
+            with ragmon.embed("text-embedding-3-small", provider="openai") as e:
+                e.record(input_tokens=rng.randrange(5, 40))
+            with ragmon.search(top_k=10, data_source="docs") as s:
+                s.record(documents=[(f"doc-{rng.randrange(10**6)}", 0.9 - k * 0.03) for k in range(10)])
+            with ragmon.rerank("rerank-v3.5", provider="cohere", top_k=4) as r:
+                r.record(documents=[(f"doc-{rng.randrange(10**6)}", 0.98 - k * 0.1) for k in range(4)])
+            with ragmon.generate("gpt-4o-mini", provider="openai") as g:
+                g.record(input_tokens=rng.randrange(500, 1500), output_tokens=rng.randrange(50, 300))
+        ragmon.force_flush()
+    ragmon.shutdown()
+    return encode_spans(exporter.get_finished_spans()[:spans_per_request])
+
+
+def _requests(template: bytes, count: int, seed: int) -> list[bytes]:
+    """`count` copies of the template with fresh trace and span ids (parents follow their spans)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    rng = random.Random(seed)
+    base = ExportTraceServiceRequest.FromString(template)
+    out = []
+    for _ in range(count):
+        request = ExportTraceServiceRequest()
+        request.CopyFrom(base)
+        trace_ids: dict[bytes, bytes] = {}
+        span_ids: dict[bytes, bytes] = {}
+        for span in request.resource_spans[0].scope_spans[0].spans:
+            span.trace_id = trace_ids.setdefault(span.trace_id, rng.randbytes(16))
+            span.span_id = span_ids.setdefault(span.span_id, rng.randbytes(8))
+        for span in request.resource_spans[0].scope_spans[0].spans:
+            if span.parent_span_id:
+                span.parent_span_id = span_ids.setdefault(span.parent_span_id, rng.randbytes(8))
+        out.append(request.SerializeToString())
+    return out
+
+
+def _sender(url: str, template: bytes, count: int, seed: int, ready: mp.Barrier, result: mp.Queue) -> None:
+    bodies = _requests(template, count, seed)
+    ready.wait()
+    started = time.time()
+    throttled = 0
+    for body in bodies:
+        while True:
+            request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/x-protobuf"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    response.read()
+                    break
+            except urllib.error.HTTPError as exc:
+                if exc.code not in (429, 503):
+                    raise
+                throttled += 1
+                time.sleep(float(exc.headers.get("Retry-After") or 0.5))
+    result.put({"started": started, "finished": time.time(), "throttled": throttled})
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--senders", type=int, default=2)
+    parser.add_argument("--spans-per-request", type=int, default=512)
+    parser.add_argument("--report-repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    requests_total = args.spans // args.spans_per_request
+    per_sender = [requests_total // args.senders + (i < requests_total % args.senders) for i in range(args.senders)]
+    total_spans = requests_total * args.spans_per_request
+    template = _template(args.spans_per_request)
+    with tempfile.TemporaryDirectory(prefix="ragmon-ingest-") as tmp:
+        agent = AgentProcess(Path(tmp) / "data", grpc=False).start()
+        try:
+            ctx = mp.get_context("spawn")
+            ready = ctx.Barrier(args.senders + 1)
+            results: mp.Queue = ctx.Queue()
+            url = f"{agent.otlp_http}/v1/traces"
+            senders = [
+                ctx.Process(target=_sender, args=(url, template, n, seed, ready, results))
+                for seed, n in enumerate(per_sender)
+            ]
+            for sender in senders:
+                sender.start()
+            ready.wait()  # every sender has built its requests: the clock starts at the first send
+            first_sent = time.time()
+            stats = [results.get(timeout=3600) for _ in senders]
+            for sender in senders:
+                sender.join()
+            acknowledged_s = max(s["finished"] for s in stats) - first_sent
+            stored = agent.wait_for("SELECT count() AS n FROM spans", total_spans, timeout_s=600)
+            queryable_s = time.time() - first_sent
+            report_ms = []
+            for _ in range(args.report_repeats):
+                started = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-m", "ragmon.cli", "report", "--json", "--data-dir", str(agent.data_dir)],
+                    cwd=REPO,
+                    check=True,
+                    capture_output=True,
+                )
+                report_ms.append((time.perf_counter() - started) * 1000)
+            api_ms = []
+            for _ in range(args.report_repeats):
+                started = time.perf_counter()
+                with urllib.request.urlopen(f"{agent.api}/api/report?since_s=86400", timeout=60) as response:
+                    json.loads(response.read())
+                api_ms.append((time.perf_counter() - started) * 1000)
+            rss_mb = _peak_rss_mb(agent.process.pid) if agent.process else float("nan")
+        finally:
+            agent.stop()
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (2 cores)")
+    print(
+        f"spans sent: {total_spans:,} in {requests_total:,} requests of {args.spans_per_request} from {args.senders} "
+        f"sender process(es); throttled responses (429/503, retried): {sum(s['throttled'] for s in stats)}"
+    )
+    print(f"stored and queryable: {stored:,} spans")
+    print(f"acknowledged in {acknowledged_s:.2f} s  →  {total_spans / acknowledged_s:,.0f} spans/s acknowledged")
+    print(f"queryable after {queryable_s:.2f} s  →  {total_spans / queryable_s:,.0f} spans/s end to end")
+    print(f"agent peak RSS: {rss_mb:.0f} MB")
+    print(
+        f"report via the agent API: median {statistics.median(api_ms):.0f} ms; "
+        f"`ragmon report` command (process start included): median {statistics.median(report_ms):.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

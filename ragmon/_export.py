@@ -233,7 +233,7 @@ class QueueSpanProcessor(SpanProcessor):
             warn_limited("queue_full", "ragmon export queue full (%d spans); dropping spans", self._queue_max)
             return
         queue.append(span)
-        if len(queue) >= self._batch_max:
+        if len(queue) >= self._batch_max and not self._wake.is_set():  # set() takes a lock: only when needed
             self._wake.set()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:

@@ -102,7 +102,7 @@ class _AttributeEncoder:
 
     def field(self, tag: bytes, key: str, value: Any) -> bytes | None:
         kind = type(value)
-        if (kind is str and len(value) <= _CACHE_MAX_VALUE_CHARS) or kind is bool:
+        if (kind is str and len(value) <= _CACHE_MAX_VALUE_CHARS) or kind is bool or kind is int:
             cache_key = (tag, key, value)
             encoded = self._fields.get(cache_key)
             if encoded is None:
@@ -129,7 +129,8 @@ class _AttributeEncoder:
         cached = self._fields
         out = []
         for key, value in attributes.items():
-            encoded = cached.get((tag, key, value)) if type(value) is str or type(value) is bool else None
+            kind = type(value)
+            encoded = cached.get((tag, key, value)) if kind is str or kind is int or kind is bool else None
             if encoded is None:
                 encoded = self.field(tag, key, value)
                 if encoded is None:
@@ -148,6 +149,9 @@ class SpanEncoder:
         self._attrs = _AttributeEncoder()
         self._resource_cache: dict[int, tuple[Any, bytes]] = {}
         self._scope_cache: dict[tuple[str, str | None], bytes] = {}
+        self._names: dict[str, bytes] = {}
+        self._last_trace_id = -1
+        self._last_trace_bytes = b""
 
     def encode(self, spans: Sequence[ReadableSpan], scope_attributes: Mapping[str, Any] | None = None) -> bytes:
         # Group by resource (one per provider in practice), then by instrumentation scope.
@@ -204,9 +208,12 @@ class SpanEncoder:
             start_time, end_time, status = span.start_time, span.end_time, span.status
             attributes, events, links = span.attributes, span.events, span.links
         assert context is not None
+        trace_id = context.trace_id
+        if trace_id != self._last_trace_id:  # a request's spans arrive together: convert its id once
+            self._last_trace_id, self._last_trace_bytes = trace_id, trace_id.to_bytes(16, "big")
         parts = [
             _TAG_SPAN_TRACE_ID,
-            context.trace_id.to_bytes(16, "big"),
+            self._last_trace_bytes,
             _TAG_SPAN_SPAN_ID,
             context.span_id.to_bytes(8, "big"),
         ]
@@ -220,7 +227,12 @@ class SpanEncoder:
             parts.append(parent.span_id.to_bytes(8, "big"))
             if parent.is_remote:
                 flags |= _FLAG_IS_REMOTE
-        parts.append(_field(_TAG_SPAN_NAME, _utf8(name)))
+        name_field = self._names.get(name)
+        if name_field is None:  # span names repeat ("chat gpt-4o-mini"): encode each once
+            name_field = _field(_TAG_SPAN_NAME, _utf8(name))
+            if len(self._names) < _CACHE_MAX_ENTRIES:
+                self._names[name] = name_field
+        parts.append(name_field)
         parts.append(_KIND_FIELDS[kind.value])
         parts.append(_TAG_SPAN_START + _pack_fixed64(start_time or 0))
         parts.append(_TAG_SPAN_END + _pack_fixed64(end_time or 0))

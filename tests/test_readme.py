@@ -15,7 +15,7 @@ def _python_blocks() -> list[str]:
 
 
 def test_readme_sdk_example_runs(captured) -> None:
-    (example,) = _python_blocks()
+    example = _python_blocks()[0]
     namespace: dict[str, object] = {}
     exec(compile(example, "README.md", "exec"), namespace)
     cap = captured()  # re-point ragmon at an in-memory exporter; the example's configure used the default endpoint
@@ -31,3 +31,15 @@ def test_readme_commands_use_the_ci_marker() -> None:
     ci = (Path(__file__).parent.parent / ".ci" / "run").read_text()
     assert "test-command" in ci
     assert ragmon.__version__
+
+
+def test_readme_sampling_config_is_valid(tmp_path: Path) -> None:
+    from ragmon.agent.sampling import SamplerConfig
+    from ragmon.settings import load_settings
+
+    (toml,) = re.findall(r"```toml\n(.*?)```", README, flags=re.S)
+    config = tmp_path / "ragmon.toml"
+    config.write_text(toml)
+    sampling = SamplerConfig.model_validate(load_settings(config_file=config, env={}).agent.sampling)
+    assert [p.type for p in sampling.policies] == ["attribute", "error", "slow", "retrieval_health", "baseline"]
+    assert sampling.budget.traces_per_s == 50

@@ -43,6 +43,10 @@ class WriteStore(Protocol):
 DecisionHandler = Callable[[list[DecidedTrace]], None]
 
 
+class _Stopping(Exception):
+    """Raised inside the writer when a shutdown interrupts a retry."""
+
+
 class StoreWriter:
     def __init__(
         self,
@@ -135,6 +139,12 @@ class StoreWriter:
                     next_tick = now + self.tick_interval_s
                 if not stored:
                     self.intake.wait(self.tick_interval_s)
+            except _Stopping:
+                unstored = self.intake.backlog[0]
+                log.warning(
+                    "stopping with %d requests not yet stored; they stay in the log for the next start", unstored
+                )
+                return
             except Exception:  # the writer must outlive any bug; the error is logged and counted
                 self.counts["writer_errors"] += 1
                 log.exception("store writer loop failed; continuing")
@@ -183,7 +193,8 @@ class StoreWriter:
                     log.warning("store unavailable (%s); retrying, requests wait in the log", exc)
                 delay = self.policy.backoff_s(min(attempt, 8))
                 if self._stop.wait(delay):
-                    raise  # shutting down: the batch stays in the log and the journal, re-sent on restart
+                    # shutting down: the batch stays in the log and the journal, re-sent on restart
+                    raise _Stopping from exc
 
     def _insert(self, batch: Sequence[PendingRequest]) -> None:
         envelopes = [seal(r.body, r.tenant, ingest_seq(r.position)) for r in batch]

@@ -172,26 +172,27 @@ def _post(url: str, body: bytes) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fsync", ["interval", "always"])
-def test_kill_9_during_ingest_loses_nothing_acknowledged(tmp_path: Path, fsync: str) -> None:
-    requests = _encoded_requests(300, 5)
+@pytest.mark.parametrize(("fsync", "kills"), [("interval", 3), ("always", 1)])
+def test_kill_9_during_ingest_loses_nothing_acknowledged(tmp_path: Path, fsync: str, kills: int) -> None:
+    requests = _encoded_requests(300 * kills, 5)
     data = tmp_path / "data"
-    agent = AgentProcess(data, extra_env={"RAGMON_AGENT__FSYNC": fsync}, grpc=False).start()
+    rng = random.Random(7)
     acknowledged: set[str] = set()
-    sent = threading.Event()
+    for cycle in range(kills):  # each cycle restarts on the log and store the previous kill left behind
+        agent = AgentProcess(data, extra_env={"RAGMON_AGENT__FSYNC": fsync}, grpc=False).start()
+        chunk = requests[cycle * 300 : (cycle + 1) * 300]
 
-    def send() -> None:
-        for body, span_ids in requests:
-            if _post(f"{agent.otlp_http}/v1/traces", body) == 200:
-                acknowledged.update(span_ids)
-        sent.set()
+        def send(chunk: list[tuple[bytes, set[str]]] = chunk, agent: AgentProcess = agent) -> None:
+            for body, span_ids in chunk:
+                if _post(f"{agent.otlp_http}/v1/traces", body) == 200:
+                    acknowledged.update(span_ids)
 
-    sender = threading.Thread(target=send)
-    sender.start()
-    time.sleep(random.Random(7).uniform(0.3, 0.8))  # somewhere in the middle of the stream
-    agent.kill()
-    sender.join(60)
-    assert acknowledged, "nothing was acknowledged before the kill: the test proves nothing"
+        sender = threading.Thread(target=send)
+        sender.start()
+        time.sleep(rng.uniform(0.3, 0.8))  # somewhere in the middle of the stream
+        agent.kill()
+        sender.join(60)
+    assert acknowledged, "nothing was acknowledged before the kills: the test proves nothing"
     restarted = AgentProcess(data, grpc=False).start()
     try:
         total = len(acknowledged)

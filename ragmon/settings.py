@@ -78,6 +78,7 @@ class JudgeSettings(_Section):
     """The judge worker."""
 
     backend: str = "local"
+    run_in_agent: bool = True  # `ragmon serve` judges kept traces itself; off when `ragmon judge` workers do
     base_url: str | None = None
     api_key: SecretStr | None = None
     model: str = "gpt-4o-mini"

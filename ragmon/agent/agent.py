@@ -122,7 +122,14 @@ class Agent:
             )
             self.intake = WalIntake(self.wal, max_backlog_bytes=agent.backlog_max_bytes)
             self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
-            self.decisions = DecisionSink(self.store)
+            self.judging = None
+            if self.settings.judge.run_in_agent:
+                from ragmon.agent.judging import JudgeService
+
+                self.judging = JudgeService(self.settings.judge, self.store, self.data_dir).start()
+            self.decisions = DecisionSink(
+                self.store, on_copied=self.judging.enqueue if self.judging is not None else None
+            )
             self.writer = StoreWriter(
                 self.intake, self.wal, self.store, self.sampler, self.decisions, self.data_dir / "state"
             )
@@ -177,6 +184,9 @@ class Agent:
         if writer is not None:
             writer.stop(timeout_s)
             self.decisions.flush()
+        judging = getattr(self, "judging", None)
+        if judging is not None:
+            judging.stop(timeout_s)
         wal = getattr(self, "wal", None)
         if wal is not None:
             wal.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ragmon.agent.sampling import DecidedTrace, Decision
@@ -22,8 +23,15 @@ class PayloadStore(Protocol):
 
 
 class DecisionSink:
-    def __init__(self, store: PayloadStore, *, max_waiting: int = 100_000) -> None:
+    def __init__(
+        self,
+        store: PayloadStore,
+        *,
+        max_waiting: int = 100_000,
+        on_copied: Callable[[list[dict[str, Any]]], object] | None = None,
+    ) -> None:
         self.store = store
+        self.on_copied = on_copied  # e.g. enqueue the kept traces for the judges
         self.counts: Counter[str] = Counter()
         self._waiting: deque[dict[str, Any]] = deque(maxlen=max_waiting)
 
@@ -57,6 +65,12 @@ class DecisionSink:
             log.error("store refused to copy %d payloads: %s", len(kept), exc)
         else:
             self.counts["payloads_copied"] += len(kept)
+            if self.on_copied is not None:
+                try:
+                    self.on_copied(kept)
+                except Exception:  # judging is downstream of storage: its failure must not lose decisions
+                    self.counts["judge_enqueue_errors"] += len(kept)
+                    log.exception("could not enqueue %d kept traces for judging", len(kept))
         self._waiting.clear()
 
     @property

@@ -105,6 +105,38 @@ def test_error_traces_keep_their_text_in_payloads(agent: AgentProcess) -> None:
     assert "error" in row["sampling_reasons"] and row["inclusion_probability"] == 1.0
 
 
+def test_kept_traces_are_judged_inside_the_agent(agent: AgentProcess) -> None:
+    provider = _provider(HttpExporter(endpoint=f"{agent.otlp_http}/v1/traces"))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span(
+        "request docs-qa",
+        attributes={
+            "ragmon.stage": "request",
+            "ragmon.feature": "docs-qa",
+            "ragmon.question": "What does ragmon monitor?",
+            "ragmon.answer": "ragmon monitors retrieval-augmented generation apps.",
+        },
+    ):
+        with tracer.start_as_current_span(
+            "retrieval docs",
+            attributes={
+                "gen_ai.operation.name": "retrieval",
+                "ragmon.feature": "docs-qa",
+                "gen_ai.retrieval.documents": json.dumps([{"id": "a", "score": 0.9}]),
+                "ragmon.retrieval.document_texts": (
+                    "ragmon monitors retrieval-augmented generation apps in production.",
+                ),
+            },
+        ):
+            pass
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as span:
+            span.set_status(Status(StatusCode.ERROR, "boom"))  # an error trace: kept, so judged
+    provider.shutdown()
+    assert agent.wait_for("SELECT uniqExact(metric) AS n FROM scores", 4, timeout_s=60) == 4
+    rows = agent.query("SELECT metric, status, value FROM scores WHERE metric = 'faithfulness'")
+    assert rows[0]["status"] == "ok" and rows[0]["value"] == 1.0  # the answer is the passage's own words
+
+
 def test_data_survives_a_restart(tmp_path: Path) -> None:
     first = AgentProcess(tmp_path / "data").start()
     provider = _provider(HttpExporter(endpoint=f"{first.otlp_http}/v1/traces"))

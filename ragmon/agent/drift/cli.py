@@ -22,6 +22,7 @@ def _commands() -> ModuleType:
     # (API, store) through the functions `commands` imports lazily, and report their errors as this package's.
     return importlib.import_module("ragmon.agent.commands")
 
+
 ALERT_FIELDS = (
     "alert_id",
     "state",

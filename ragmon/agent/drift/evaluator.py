@@ -199,9 +199,7 @@ class AlertEvaluator:
             evidence.update(state.baseline)  # raw-unit baseline figures win over the detector's (maybe logged) ones
             evidence["value"] = point.value
             traces = tuple(t for p in reversed(state.recent) for t in p.trace_ids)[:_EXAMPLE_TRACES]
-            records.extend(
-                self._account(rule, key, state, reading, window_end_s, now_s, point.value, evidence, traces)
-            )
+            records.extend(self._account(rule, key, state, reading, window_end_s, now_s, point.value, evidence, traces))
         return records
 
     def _run_sample(
@@ -289,9 +287,9 @@ class AlertEvaluator:
         fired_at_s = opened.fired_at_s if opened is not None else t_s
         return [
             AlertRecord(
-                alert_id=opened.alert_id if opened is not None else alert_id_for(
-                    rule.name, key.tenant, key.feature, key.stage, fired_at_s
-                ),
+                alert_id=opened.alert_id
+                if opened is not None
+                else alert_id_for(rule.name, key.tenant, key.feature, key.stage, fired_at_s),
                 state="resolved",
                 rule=rule.name,
                 severity=rule.severity,

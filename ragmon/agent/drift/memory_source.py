@@ -144,8 +144,10 @@ class InMemorySignalSource:
             in_window = window == w
             points.append(
                 self._point(
-                    query, query.start_s + float(w) * query.step_s,
-                    {k: v[in_window] for k, v in picked.items()}, traces[in_window],
+                    query,
+                    query.start_s + float(w) * query.step_s,
+                    {k: v[in_window] for k, v in picked.items()},
+                    traces[in_window],
                 )
             )
         return points

@@ -232,9 +232,7 @@ class RuleConfig(_Strict):
             )
         if isinstance(d, ThresholdConfig):
             direction = d.direction or ("down" if spec.bad_direction == "down" else "up")
-            return ThresholdDetector(
-                fire=d.fire, clear=d.clear, direction=direction, min_count=d.min_count, **gated
-            )
+            return ThresholdDetector(fire=d.fire, clear=d.clear, direction=direction, min_count=d.min_count, **gated)
         if isinstance(d, PsiConfig):
             return PsiDetector(
                 bins=d.bins,

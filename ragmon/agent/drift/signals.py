@@ -69,16 +69,35 @@ SIGNALS: Mapping[str, SignalSpec] = {
             "latency_p95_ms", "p95 span latency", "ms", _BOTH, "up", min_std=0.01, min_std_rel=0.0, transform="log"
         ),
         SignalSpec(
-            "error_rate", "share of spans with status error", "ratio", _SERIES, "up", min_std=0.05, min_std_rel=0.0,
+            "error_rate",
+            "share of spans with status error",
+            "ratio",
+            _SERIES,
+            "up",
+            min_std=0.05,
+            min_std_rel=0.0,
             transform="asin_sqrt",
         ),
         SignalSpec(
-            "cost_per_request_usd", "cost per request", "USD", _SERIES, "up", min_std=0.01, min_std_rel=0.0,
-            transform="log", log_offset=1e-6,
+            "cost_per_request_usd",
+            "cost per request",
+            "USD",
+            _SERIES,
+            "up",
+            min_std=0.01,
+            min_std_rel=0.0,
+            transform="log",
+            log_offset=1e-6,
         ),
         SignalSpec(
-            "tokens_per_request", "input + output tokens per request", "tokens", _SERIES, "both", min_std=0.01,
-            min_std_rel=0.0, transform="log",
+            "tokens_per_request",
+            "input + output tokens per request",
+            "tokens",
+            _SERIES,
+            "both",
+            min_std=0.01,
+            min_std_rel=0.0,
+            transform="log",
         ),
         SignalSpec(
             "faithfulness", "judged faithfulness (sampling-weighted)", "score", _SERIES, "down", True, 0.02, 0.0
@@ -88,11 +107,16 @@ SIGNALS: Mapping[str, SignalSpec] = {
         SignalSpec(
             "similarity_gap", "rank-1 minus rank-2 score", "score", _BOTH, "down", min_std=0.002, min_std_rel=0.0
         ),
+        SignalSpec("norm_deviation", "|embedding norm - 1|", "ratio", _BOTH, "up", min_std=0.01, min_std_rel=0.0),
         SignalSpec(
-            "norm_deviation", "|embedding norm - 1|", "ratio", _BOTH, "up", min_std=0.01, min_std_rel=0.0
-        ),
-        SignalSpec(
-            "sla_share", "share of requests within the latency SLA", "ratio", _SERIES, "down", True, 0.05, 0.0,
+            "sla_share",
+            "share of requests within the latency SLA",
+            "ratio",
+            _SERIES,
+            "down",
+            True,
+            0.05,
+            0.0,
             transform="asin_sqrt",
         ),
     )

@@ -90,14 +90,15 @@ class CusumDetector:
         return self.gate.firing
 
     def set_baseline(self, values: Iterable[float], *, noise_floor: float = 0.0) -> None:
-        self.baseline = baseline_of(
-            values, min_std=self.min_std, min_std_rel=self.min_std_rel, noise_floor=noise_floor
-        )
+        self.baseline = baseline_of(values, min_std=self.min_std, min_std_rel=self.min_std_rel, noise_floor=noise_floor)
 
     def update(self, value: float, count: float, t_s: float) -> Reading:
         base = self.baseline
-        if base is None or base.windows < self.min_baseline_windows or count < self.min_count or not math.isfinite(
-            value
+        if (
+            base is None
+            or base.windows < self.min_baseline_windows
+            or count < self.min_count
+            or not math.isfinite(value)
         ):
             return self.gate.hold({"value": value, "count": count})
         z = max(-self.z_clip, min(self.z_clip, (value - base.mean) / base.std))

@@ -83,9 +83,7 @@ class PageHinkleyDetector:
         return self.gate.firing
 
     def set_baseline(self, values: Iterable[float], *, noise_floor: float = 0.0) -> None:
-        self.baseline = baseline_of(
-            values, min_std=self.min_std, min_std_rel=self.min_std_rel, noise_floor=noise_floor
-        )
+        self.baseline = baseline_of(values, min_std=self.min_std, min_std_rel=self.min_std_rel, noise_floor=noise_floor)
         if self.baseline is not None and self.seen == 0:
             # Start the running mean from the baseline, weighted as the windows it came from, so the first live
             # windows refine it instead of replacing it.

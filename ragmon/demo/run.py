@@ -34,7 +34,9 @@ from ragmon.demo.passages import Question, load_corpus, load_questions
 
 SERVICE_NAME = "ragmon-demo"
 # What `ragmon demo` injects unless told otherwise: a little of everything the agent should notice.
-DEMO_FAULTS = Faults(slow_ms={"generate": 30.0}, slow_rate=0.15, error_rate={"search": 0.05}, unfaithful_rate=0.15)
+DEMO_FAULTS = Faults(
+    slow_ms={"generate": 30.0}, slow_rate=0.15, error_rate={"search": 0.1, "generate": 0.05}, unfaithful_rate=0.15
+)
 STAGE_ORDER = ("request", "embed", "search", "rerank", "tool", "generate", "other")
 _USERS = ("ana", "bo", "chen", "dara", "eli")
 

@@ -240,3 +240,18 @@ def test_a_failing_policy_is_counted_and_does_not_stop_the_others() -> None:
     (decided,) = sampler.tick()
     assert decided.decision is Decision.KEEP and decided.reasons == ("error",)
     assert sampler.policy.counts[("broken", "error")] == 1
+
+
+def test_a_trace_longer_than_the_timeout_is_not_split() -> None:
+    # The Collector's pain case: a trace outliving decision_wait gets a second, independent decision for its
+    # late half. Here the late half (with the root) follows the first decision instead.
+    clock = Clock()
+    sampler = Sampler(_only_errors(decision_timeout_s=30), clock)
+    sampler.ingest(_trace(_tid(1), root=False, status="error"))
+    clock.now_s += 31
+    (first,) = sampler.tick()
+    assert first.decision is Decision.KEEP and first.decided_by == "timeout"
+    late = sampler.ingest(_trace(_tid(1), root=True))  # the rest of the trace, root included, arrives later
+    assert [(d.decision, d.decided_by) for d in late] == [(Decision.KEEP, "late")]
+    clock.now_s += 60
+    assert sampler.tick() == [] and sampler.traces_held == 0  # no second decision, nothing left pending

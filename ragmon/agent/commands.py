@@ -100,6 +100,15 @@ def serve(args: argparse.Namespace) -> int:
     stopping.wait()
     print("stopping: storing what was acknowledged…", flush=True)
     agent.stop()
+    unstored, unstored_bytes = agent.intake.backlog
+    if unstored:
+        print(
+            f"{unstored} acknowledged requests ({unstored_bytes} bytes) were not stored before the deadline; "
+            "they stay in the write-ahead log and are stored at the next start",
+            flush=True,
+        )
+    else:
+        print("stopped: everything acknowledged is stored", flush=True)
     return 0
 
 

@@ -135,3 +135,30 @@ def test_every_acknowledged_record_survives_kill_9(tmp_path: Path, policy: str) 
     reopened.close()
     assert len(bodies) >= acknowledged + 1  # nothing acknowledged is lost (a last unacknowledged one may be there)
     assert bodies[: acknowledged + 1] == [b"record-%d" % i for i in range(acknowledged + 1)]
+
+
+def test_disk_full_refuses_the_record_and_keeps_the_log_readable(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path, fsync="never")
+    wal.append(b"before")
+
+    class FullDisk:
+        """The log's file, once the disk is full: a write stores part of the record, then fails."""
+
+        def __init__(self, real: object) -> None:
+            self.real = real
+
+        def write(self, data: bytes) -> int:
+            self.real.write(data[:7])  # type: ignore[attr-defined]
+            self.real.flush()  # type: ignore[attr-defined]
+            raise OSError(28, "No space left on device")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.real, name)
+
+    wal._file = FullDisk(wal._file)  # type: ignore[assignment]
+    with pytest.raises(WalFull, match="disk full"):
+        wal.append(b"refused")
+    assert wal.refused_full == 1
+    wal.append(b"after")  # space again: the torn bytes were cut, the log goes on
+    assert [r.body for r in wal.replay()] == [b"before", b"after"]
+    wal.close()

@@ -27,11 +27,14 @@ from ragmon.agent.sampling.trace import TraceFragment, TraceSummary
 P95Lookup = Callable[[str, str], "float | None"]  # (feature, stage) -> recent p95 in ms
 
 
+_DECIDED = {decision: f"decided:{decision.value}" for decision in Decision}
+
+
 def _no_p95(feature: str, stage: str) -> float | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~3x to build, one per trace
 class DecidedTrace:
     summary: TraceSummary
     decision: Decision
@@ -143,8 +146,8 @@ class Sampler:
             if p95 is not None and p95 > 0:
                 trace.p95_ratios[stage] = duration_ms / p95
         outcome = self.policy.decide(trace, now)
-        self.counts[f"decided:{outcome.decision.value}"] += 1
-        self.counts[f"decided_by:{decided_by}"] += 1
+        self.counts[_DECIDED[outcome.decision]] += 1
+        self.counts["decided_by:" + decided_by] += 1
         self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability))
         return DecidedTrace(trace, outcome.decision, outcome.reasons, outcome.probability, decided_by, now)
 

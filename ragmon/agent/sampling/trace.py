@@ -34,11 +34,23 @@ class TraceFragment:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TraceFragment:
         """From a `Store.trace_fragments` row; unknown keys are ignored."""
-        names = cls.__dataclass_fields__
-        values = {k: v for k, v in row.items() if k in names}
-        values["stage_max_ms"] = dict(values.get("stage_max_ms") or {})
-        values["root_seen"] = bool(values.get("root_seen"))
-        return cls(**values)
+        get = row.get
+        return cls(
+            tenant=row["tenant"],
+            trace_id=row["trace_id"],
+            feature=get("feature") or "",
+            user=get("user") or "",
+            span_count=get("span_count") or 0,
+            error_count=get("error_count") or 0,
+            root_seen=bool(get("root_seen")),
+            root_duration_ms=get("root_duration_ms"),
+            stage_max_ms=dict(get("stage_max_ms") or {}),
+            min_top1_score=get("min_top1_score"),
+            min_similarity_gap=get("min_similarity_gap"),
+            max_norm_deviation=get("max_norm_deviation"),
+            content_bytes=get("content_bytes") or 0,
+            first_ingest_seq=get("first_ingest_seq") or 0,
+        )
 
 
 @dataclass(slots=True)

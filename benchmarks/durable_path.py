@@ -1,0 +1,151 @@
+"""What the durable path costs: the same OTLP stream stored with and without the write-ahead log and the sampler.
+
+Both variants run the agent's own intake and store writer in this process against the embedded store (a fresh
+database each run, same engine), alternating, so the machine's noise hits both alike:
+
+- durable: requests appended to the write-ahead log (fsync "interval") before they count as accepted; after each
+  batch, the store's per-trace fragments feed the tail sampler, which decides and copies kept payloads;
+- bare: an in-memory stand-in for the log and no sampler — the cheapest correct way to store the same spans.
+
+    python benchmarks/durable_path.py [--requests 400] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.ingest import _requests, _template  # noqa: E402
+from collectors.wal import Position, Record, WriteAheadLog  # noqa: E402
+from ragmon.agent.decisions import DecisionSink  # noqa: E402
+from ragmon.agent.intake import WalIntake  # noqa: E402
+from ragmon.agent.sampling import Sampler  # noqa: E402
+from ragmon.agent.writer import StoreWriter  # noqa: E402
+
+
+class MemoryLog:
+    """The write-ahead log's interface with nothing written anywhere: the durable path switched off."""
+
+    def __init__(self) -> None:
+        self._offset = 0
+        self.bytes_total = 0
+
+    def append(self, body: bytes, tenant: str = "", on_written: Callable[[Position], None] | None = None) -> Position:
+        self._offset += len(body)
+        position = Position(1, self._offset)
+        if on_written is not None:
+            on_written(position)
+        return position
+
+    @property
+    def durable_end(self) -> Position:
+        return Position(1, self._offset)
+
+    def replay(self, after: Position | None = None) -> Iterator[Record]:
+        return iter(())
+
+    def trim(self, safe: Position) -> int:
+        return 0
+
+    def close(self) -> None:
+        return None
+
+
+class NoSampler:
+    """No tail sampling: nothing is decided, nothing is asked of the store after an insert."""
+
+    traces_held = 0
+
+    def ingest(self, fragments: Any) -> list[Any]:
+        return []
+
+    def tick(self) -> list[Any]:
+        return []
+
+    def flush(self) -> list[Any]:
+        return []
+
+    def low_water_seq(self) -> None:
+        return None
+
+
+class NoFragments:
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]:
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _open(engine_dir: Path) -> Any:
+    from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, spans_select
+    from sinks import open_store
+
+    store = open_store(engine_dir, database=f"durable_{uuid.uuid4().hex[:8]}")
+    store.install_otlp_ingest(PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, spans_select, content_select)
+    return store
+
+
+def measure(variant: str, bodies: list[bytes], engine_dir: Path, work: Path, spans_per_request: int) -> float:
+    store = _open(engine_dir)
+    try:
+        if variant == "durable":
+            log: Any = WriteAheadLog(work / f"wal-{uuid.uuid4().hex[:6]}", fsync="interval")
+            sampler: Any = Sampler()
+            writer_store: Any = store
+            on_decided: Any = DecisionSink(store)
+        else:
+            log, sampler, writer_store, on_decided = MemoryLog(), NoSampler(), NoFragments(store), lambda d: None
+        intake = WalIntake(log)
+        writer = StoreWriter(intake, log, writer_store, sampler, on_decided, work / f"state-{uuid.uuid4().hex[:6]}")
+        started = time.perf_counter()
+        for body in bodies:
+            intake.consume("default", body, spans_per_request)
+        while writer.step():
+            pass
+        if variant == "durable":
+            on_decided(sampler.flush())
+        elapsed = time.perf_counter() - started
+        log.close()
+        return elapsed
+    finally:
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--spans-per-request", type=int, default=512)
+    args = parser.parse_args(argv)
+    bodies = _requests(_template(args.spans_per_request), args.requests, seed=3)
+    spans = args.requests * args.spans_per_request
+    times: dict[str, list[float]] = {"bare": [], "durable": []}
+    with tempfile.TemporaryDirectory(prefix="ragmon-durable-") as tmp:
+        engine = Path(tmp) / "engine"
+        for round_index in range(args.rounds):
+            order = ("bare", "durable") if round_index % 2 == 0 else ("durable", "bare")
+            for variant in order:
+                times[variant].append(measure(variant, bodies, engine, Path(tmp), args.spans_per_request))
+    bare, durable = statistics.median(times["bare"]), statistics.median(times["durable"])
+    print(f"{spans:,} spans in {args.requests} requests, {args.rounds} alternating rounds, medians")
+    print(f"  bare (no log, no sampler):   {bare:6.2f} s  {spans / bare:10,.0f} spans/s")
+    print(f"  durable (log + sampler):     {durable:6.2f} s  {spans / durable:10,.0f} spans/s")
+    print(f"  durable path costs {100 * (1 - bare / durable):.1f}% of the throughput (goal ≤ 20%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -43,6 +43,10 @@ _DECORATED_HANDLE: contextvars.ContextVar[StageSpan | None] = contextvars.Contex
     "ragmon_decorated_handle", default=None
 )
 
+# The vector whose norm the request's embed span recorded: a search passing the same object does not record it
+# again. Reset by each request root, so a vector cached across requests is still checked once per request.
+_EMBEDDED_VECTOR: contextvars.ContextVar[object] = contextvars.ContextVar("ragmon_embedded_vector", default=None)
+
 _GAP_RANK = 10  # similarity gap: rank-1 score minus rank-10 score (or the last, with fewer results)
 
 
@@ -386,6 +390,7 @@ class RequestSpan(StageSpan):
     def _on_enter(self, attributes: dict[str, Any]) -> None:
         inherited = {k: v for k, v in attributes.items() if k in _INHERITED_KEYS}
         self._inherited_token = _REQUEST_ATTRIBUTES.set(inherited)
+        _EMBEDDED_VECTOR.set(None)
         if self._question is not None:
             question = _content(attr.RAGMON_QUESTION, self._question)
             if question is not None:
@@ -439,6 +444,7 @@ class EmbedSpan(_ModelStage):
                 deviation = _max_norm_deviation(vectors, max(limit, 1))
                 if deviation is not None:
                     end[attr.RAGMON_QUERY_NORM_DEVIATION] = deviation
+                    _EMBEDDED_VECTOR.set(vectors)
                 if count is None and not _is_single_vector(vectors):
                     count = len(vectors)
             if count is not None and count != 1:
@@ -448,14 +454,19 @@ class EmbedSpan(_ModelStage):
             _count_error("embed", exc)
 
 
-def _retrieval_attributes(end: dict[str, Any], documents: Iterable[Any], text_key: str) -> int:
-    """Record documents in rank order (ids/scores, rank-1 score, similarity gap, texts if captured); return count."""
+def _retrieval_attributes(
+    end: dict[str, Any], documents: Iterable[Any], text_key: str, *, health: bool = True
+) -> int:
+    """Record documents in rank order (ids/scores, texts if captured) and, with `health`, the rank-1 score and the
+    similarity gap; return how many. Rerank output skips health: a reranker's scores are on its own scale, and
+    the agent derives both figures from the documents whenever it needs them."""
     ids, scores, texts = _documents(documents)
     end[attr.GEN_AI_RETRIEVAL_DOCUMENTS] = json.dumps([{"id": i, "score": s} for i, s in zip(ids, scores, strict=True)])
     if ids:
-        top = scores[0]
-        end[attr.RAGMON_TOP1_SCORE] = top
-        end[attr.RAGMON_SIMILARITY_GAP] = top - scores[min(_GAP_RANK, len(scores)) - 1]
+        if health:
+            top = scores[0]
+            end[attr.RAGMON_TOP1_SCORE] = top
+            end[attr.RAGMON_SIMILARITY_GAP] = top - scores[min(_GAP_RANK, len(scores)) - 1]
         state = _state.current
         if state is not None and state.capture_content and any(t is not None for t in texts):
             captured = [_content(text_key, t or "") for t in texts]
@@ -501,7 +512,8 @@ class SearchSpan(StageSpan):
         try:
             end = self._pending()
             _retrieval_attributes(end, documents, attr.RAGMON_DOCUMENT_TEXTS)
-            if query_vector is not None:
+            if query_vector is not None and query_vector is not _EMBEDDED_VECTOR.get():
+                # The same vector the embed span just measured is not recorded twice (one attribute less).
                 end[attr.RAGMON_QUERY_NORM_DEVIATION] = abs(_l2_norm(query_vector) - 1.0)
             if index_vectors is not None:
                 state = _state.current
@@ -561,7 +573,7 @@ class RerankSpan(_ModelStage):
             end = self._pending()
             if input_ids is not None:
                 end[attr.RAGMON_RERANK_INPUT_IDS] = [str(i) for i in input_ids]
-            returned = _retrieval_attributes(end, documents, attr.RAGMON_DOCUMENT_TEXTS)
+            returned = _retrieval_attributes(end, documents, attr.RAGMON_DOCUMENT_TEXTS, health=False)
             if search_units is not None:
                 end[attr.RAGMON_SEARCH_UNITS] = int(search_units)
             elif returned:

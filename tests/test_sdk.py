@@ -134,6 +134,22 @@ def test_retrieval_health_rank1_score_gap_and_norms(captured) -> None:
     assert search.attributes[attr.RAGMON_INDEX_NORM_DEVIATION] == pytest.approx(1.0)  # the [0, 2] vector
 
 
+def test_a_query_vector_measured_by_embed_is_not_recorded_again_by_search(captured) -> None:
+    cap = captured()
+    vector = [0.6, 0.8]
+    for _ in range(2):  # the same (cached) vector object in two requests: measured in each
+        with ragmon.request("qa"):
+            with ragmon.embed("text-embedding-3-small") as e:
+                e.record(input_tokens=2, vectors=vector)
+            with ragmon.search() as s:
+                s.record(documents=[("d", 0.5)], query_vector=vector)
+    with ragmon.request("qa"), ragmon.search() as s:  # no embed span this time: search measures it
+        s.record(documents=[("d", 0.5)], query_vector=vector)
+    by_stage = [(stage_of(s), attr.RAGMON_QUERY_NORM_DEVIATION in s.attributes) for s in cap.spans()]
+    assert by_stage.count(("embed", True)) == 2
+    assert by_stage.count(("search", False)) == 2 and by_stage.count(("search", True)) == 1
+
+
 def test_similarity_gap_uses_rank_ten(captured) -> None:
     cap = captured()
     scores = [1.0 - i * 0.05 for i in range(15)]

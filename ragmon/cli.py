@@ -29,6 +29,13 @@ def _agent_command(name: str) -> Callable[[argparse.ArgumentParser], Command]:
     return build
 
 
+def _migrate_command(parser: argparse.ArgumentParser) -> Command:
+    from ragmon.agent import migrate
+
+    migrate.add_migrate_arguments(parser)
+    return migrate.migrate
+
+
 def _alerts_command(parser: argparse.ArgumentParser) -> Command:
     from ragmon.agent.drift import cli
 
@@ -70,6 +77,7 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
     "serve": ("run the agent: OTLP receivers, tail sampler, ClickHouse store", _agent_command("serve")),
     "report": ("p50/p95/p99 latency, errors, tokens and cost per feature and stage", _agent_command("report")),
     "query": ("run read-only SQL against the store", _agent_command("query")),
+    "migrate": ("create or upgrade the store's schema; --cluster NAME for a ClickHouse cluster", _migrate_command),
     "alerts": ("open and recent drift alerts", _alerts_command),
     "eval": ("offline evaluation: retrieval metrics equal to trec_eval", _eval_command),
     "gate": ("compare two evaluation runs; exit 1 on a regression, 2 on bad input", _gate_command),

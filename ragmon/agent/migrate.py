@@ -1,0 +1,92 @@
+"""`ragmon migrate`: print or apply the store's schema for a single node or a named ClickHouse cluster.
+
+The statements come from the one schema source (`sinks.schema.migrations` for a `Topology`), so the cluster DDL
+(`ON CLUSTER`, `Replicated*` engines) and the embedded store's DDL can never drift apart. Applying goes through
+`sinks.Store.migrate`, the same ledger-guarded, re-runnable path the agent takes at start-up.
+
+Not generated yet (sinks/schema.py says so: "a Distributed layer on top is future work"): `Distributed` tables
+sharded by a hash of trace_id. Until `sinks.schema` produces them, `--cluster` yields replicated tables on every
+node of the cluster, one shard's worth of data per replica set.
+
+Argument definitions import only the standard library; the store is imported when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", metavar="NAME", help="a ClickHouse cluster (ON CLUSTER, Replicated engines)")
+    parser.add_argument("--database", default="ragmon", help="database name (default ragmon)")
+    parser.add_argument("--print", dest="print_only", action="store_true", help="print the DDL, apply nothing")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--clickhouse-url", help="the ClickHouse server to apply the schema through")
+    target.add_argument("--data-dir", type=Path, help="the embedded store directory (no --cluster)")
+
+
+def schema_sql(cluster: str | None, database: str = "ragmon") -> list[str]:
+    """Every statement a fresh store runs, in order, as SQL text (guarded steps carry their guard as a comment)."""
+    from sinks.schema import Retention, Step, Topology, bootstrap_statements, migrations
+
+    topology = Topology(database=database, cluster=cluster)
+    out = list(bootstrap_statements(topology))
+    for migration in migrations(topology, Retention()):
+        out.append(f"-- migration {migration.version}: {migration.description}")
+        for statement in migration.statements:
+            if isinstance(statement, Step):
+                out.append(f"-- only if: {statement.only_if}\n{statement.sql}")
+            else:
+                out.append(statement)
+    return out
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from sinks.schema import Topology
+    from sinks.store import Store
+
+    topology = Topology(database=args.database, cluster=args.cluster)
+    backend: Any
+    if args.clickhouse_url:
+        from sinks.server_backend import ClickHouseServerBackend
+
+        backend = ClickHouseServerBackend(args.clickhouse_url)
+    else:
+        from sinks.chdb_backend import ChdbBackend
+
+        # The agent's layout: the embedded engine lives in <data-dir>/chdb.
+        backend = ChdbBackend(Path(args.data_dir) / "chdb")
+    return Store(backend, topology)
+
+
+def migrate(args: argparse.Namespace) -> int:
+    if args.print_only:
+        for statement in schema_sql(args.cluster, args.database):
+            print(statement if statement.startswith("--") else f"{statement};\n")
+        return 0
+    if not args.clickhouse_url and not args.data_dir:
+        print("ragmon migrate: give --clickhouse-url or --data-dir (or --print)", file=sys.stderr)
+        return 2
+    if args.cluster and not args.clickhouse_url:
+        print("ragmon migrate: --cluster needs --clickhouse-url (the embedded store is one node)", file=sys.stderr)
+        return 2
+    from sinks.errors import StoreError
+
+    try:
+        store = _open(args)
+    except (StoreError, OSError) as exc:
+        print(f"ragmon migrate: {exc}", file=sys.stderr)
+        return 1
+    try:
+        version = store.migrate()
+    except StoreError as exc:
+        print(f"ragmon migrate: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+    where = f"cluster {args.cluster}" if args.cluster else "single node"
+    print(f"schema version {version} in database {args.database} ({where})")
+    return 0

@@ -101,7 +101,7 @@ def validate(request: ExportTraceServiceRequest, body: bytes | None = None, *, m
     """
     total = 0
     invalid = 0
-    last_trace = b""  # spans of a trace are usually adjacent: check each trace id once
+    last_trace: bytes | None = None  # spans of a trace are usually adjacent: check each trace id once
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             spans = scope_spans.spans

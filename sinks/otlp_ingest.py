@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.schema import CONTENT_TABLE, Ddl, quote_identifier
+from sinks.schema import CONTENT_TABLE, OTLP_CONTENT_VIEW, OTLP_SPANS_VIEW, Ddl, quote_identifier
 
 INPUT_TABLE = "otlp_in"
-SPANS_VIEW = "otlp_spans_mv"
-CONTENT_VIEW = "otlp_content_mv"
+SPANS_VIEW = OTLP_SPANS_VIEW
+CONTENT_VIEW = OTLP_CONTENT_VIEW
 
 SelectSql = str | Callable[[str], str]  # the SELECT text, or a function of the (qualified) input table
 _UNQUALIFIED_INPUT = re.compile(rf"(?i)(\bFROM\s+)`?{INPUT_TABLE}`?(?![\w.`])")

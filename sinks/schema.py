@@ -166,8 +166,13 @@ HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
 
-# Tables whose rows carry a tenant: the read-only query helper filters each of them.
+# Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
+# listed too: a SELECT from a view reads its target table under the view's name.
+OTLP_SPANS_VIEW = "otlp_spans_mv"  # the views that normalise OTLP input (sinks.otlp_ingest)
+OTLP_CONTENT_VIEW = "otlp_content_mv"
 TENANT_TABLES = (
+    OTLP_SPANS_VIEW,
+    OTLP_CONTENT_VIEW,
     "spans",
     CONTENT_TABLE,
     "payloads",

@@ -123,9 +123,7 @@ class WriteAheadLog:
         return end
 
     # -- appending -----------------------------------------------------------------------------------------
-    def append(
-        self, body: bytes, tenant: str = "", on_written: Callable[[Position], None] | None = None
-    ) -> Position:
+    def append(self, body: bytes, tenant: str = "", on_written: Callable[[Position], None] | None = None) -> Position:
         """Write one record; return once it is as durable as the fsync policy promises.
 
         `on_written(position)` runs under the log's lock right after the write, so callers see records in log

@@ -44,6 +44,11 @@ def result(
     )
 
 
+def unparseable_flags(claims: Sequence[ClaimVerdict]) -> list[str]:
+    """The result flag every metric raises when some per-item verdict could not be read."""
+    return ["unparseable_verdicts"] if any(c.flag == "unparseable" for c in claims) else []
+
+
 def read_binary_verdicts(
     items: Sequence[str], output: IndexedVerdicts, yes: str, no: str
 ) -> tuple[list[bool], list[ClaimVerdict]]:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-from judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result
+from judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
 from judges.prompts import Example, Prompt
 from judges.protocol import StructuredLLM
 from judges.types import MetricResult, RagSample, Status
@@ -58,7 +58,6 @@ class ContextPrecision:
             return result(self.name, PROMPT_VERSION, None, gen.status, gen.error, usage=gen.usage, model=llm.model)
         useful, verdicts = read_binary_verdicts(sample.passages, gen.value, "useful", "not_useful")
         value, status = self._compute_score(useful)
-        flags = ["unparseable_verdicts"] if any(v.flag for v in verdicts) else []
         return result(
             self.name,
             PROMPT_VERSION,
@@ -68,7 +67,7 @@ class ContextPrecision:
             usage=gen.usage,
             model=llm.model,
             claims=verdicts,
-            flags=flags,
+            flags=unparseable_flags(verdicts),
         )
 
     @staticmethod

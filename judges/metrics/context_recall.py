@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from judges import text
-from judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result
+from judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
 from judges.prompts import Example, Prompt
 from judges.protocol import StructuredLLM
 from judges.types import MetricResult, RagSample, Status
@@ -59,7 +59,6 @@ class ContextRecall:
             return result(self.name, PROMPT_VERSION, None, gen.status, gen.error, usage=gen.usage, model=llm.model)
         attributed, verdicts = read_binary_verdicts(statements, gen.value, "attributed", "not_attributed")
         value, status = self._compute_score(attributed)
-        flags = ["unparseable_verdicts"] if any(v.flag for v in verdicts) else []
         return result(
             self.name,
             PROMPT_VERSION,
@@ -69,7 +68,7 @@ class ContextRecall:
             usage=gen.usage,
             model=llm.model,
             claims=verdicts,
-            flags=flags,
+            flags=unparseable_flags(verdicts),
         )
 
     @staticmethod

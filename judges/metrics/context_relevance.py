@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from judges.metrics._common import IndexedVerdict, IndexedVerdicts, result
+from judges.metrics._common import IndexedVerdict, IndexedVerdicts, result, unparseable_flags
 from judges.prompts import Example, Prompt
 from judges.protocol import StructuredLLM
 from judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
@@ -76,7 +76,6 @@ class ContextRelevance:
                 )
             )
         value, status = self._compute_score(grades)
-        flags = ["unparseable_verdicts"] if any(v.flag for v in verdicts) else []
         return result(
             self.name,
             PROMPT_VERSION,
@@ -86,7 +85,7 @@ class ContextRelevance:
             usage=gen.usage,
             model=llm.model,
             claims=verdicts,
-            flags=flags,
+            flags=unparseable_flags(verdicts),
         )
 
     @staticmethod

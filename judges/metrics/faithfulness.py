@@ -14,6 +14,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from judges import text
+from judges.metrics._common import unparseable_flags
 from judges.prompts import Example, Prompt
 from judges.protocol import StructuredLLM
 from judges.types import ClaimVerdict, MetricResult, RagSample, Status, Usage, Verdict
@@ -152,7 +153,7 @@ class Faithfulness:
             return 1.0, Status.OK, ["refusal"]
         if not verdicts:
             return None, Status.UNSCORABLE, []
-        flags = ["unparseable_verdicts"] if any(v.flag == "unparseable" for v in verdicts) else []
+        flags = unparseable_flags(verdicts)
         supported = sum(v.verdict is Verdict.SUPPORTED for v in verdicts)
         return supported / len(verdicts), Status.OK, flags
 

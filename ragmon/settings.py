@@ -63,7 +63,11 @@ class AgentSettings(_Section):
     api: str = "127.0.0.1:4320"  # report/query API (and, later, the dashboard)
     data_dir: Path = Path(".ragmon")
     clickhouse_url: str | None = None
-    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Below 256 MiB: a request is one write-ahead-log record, whose offset must fit `ingest_seq` (agent/intake.py).
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=128 * 1024 * 1024)
+    # Agents sharing one ClickHouse database need distinct instance numbers (the StatefulSet ordinal, say): each
+    # agent's sampler reads back its own spans by `ingest_seq`, whose top bits are this number.
+    instance: int = Field(default=0, ge=0, le=4095)
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # tenant -> key
     # Write-ahead log: what an acknowledged request survives (see collectors/wal.py).
     fsync: Literal["always", "interval", "never"] = "interval"

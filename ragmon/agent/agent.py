@@ -26,7 +26,7 @@ from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, cont
 from collectors.wal import WriteAheadLog
 from ragmon.agent.api import ApiServer
 from ragmon.agent.decisions import DecisionSink
-from ragmon.agent.intake import WalIntake
+from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.sampling import Sampler, SamplerConfig
 from ragmon.agent.writer import StoreWriter
 from ragmon.pricing import load_price_table
@@ -131,7 +131,13 @@ class Agent:
                 self.store, on_copied=self.judging.enqueue if self.judging is not None else None
             )
             self.writer = StoreWriter(
-                self.intake, self.wal, self.store, self.sampler, self.decisions, self.data_dir / "state"
+                self.intake,
+                self.wal,
+                self.store,
+                self.sampler,
+                self.decisions,
+                self.data_dir / "state",
+                seq=IngestSeq(agent.instance),
             )
             self.writer.recover()
             self.writer.start()

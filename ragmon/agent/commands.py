@@ -68,6 +68,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--otlp-http", metavar="HOST:PORT", help="OTLP/HTTP receiver (default 127.0.0.1:4318)")
     parser.add_argument("--otlp-grpc", metavar="HOST:PORT", help="OTLP/gRPC receiver (default 127.0.0.1:4317)")
     parser.add_argument("--api", metavar="HOST:PORT", help="report/query API (default 127.0.0.1:4320)")
+    parser.add_argument(
+        "--instance", type=int, help="this agent's number (0-4095), distinct per agent sharing one ClickHouse"
+    )
     _store_options(parser)
 
 
@@ -77,7 +80,9 @@ def serve(args: argparse.Namespace) -> int:
     from ragmon.agent.agent import Agent, DataDirInUse
 
     try:
-        settings = _settings(args, otlp_http=args.otlp_http, otlp_grpc=args.otlp_grpc, api=args.api)
+        settings = _settings(
+            args, otlp_http=args.otlp_http, otlp_grpc=args.otlp_grpc, api=args.api, instance=args.instance
+        )
         agent = Agent(settings)
         agent.start()
     except (ValidationError, ValueError, DataDirInUse, OSError) as exc:

@@ -24,9 +24,31 @@ class PendingRequest:
     spans: int
 
 
-def ingest_seq(position: Position) -> int:
-    """A request's position as one increasing integer: the `ingest_seq` its spans carry in the store."""
-    return (position.segment << 40) | position.offset
+# `ingest_seq` = instance (12 bits) | log segment (24 bits) | byte offset in the segment (28 bits). The instance
+# comes first so that several agents writing one ClickHouse database have disjoint ranges: the sampler reads back
+# "my spans from seq A to seq B" with one range condition. 24 bits of segments at 64 MiB each is 1 PiB per agent;
+# 28 bits of offset hold a segment of 64 MiB plus one oversized record (request bodies are capped below 256 MiB).
+INSTANCE_BITS, SEGMENT_BITS, OFFSET_BITS = 12, 24, 28
+MAX_INSTANCE = (1 << INSTANCE_BITS) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSeq:
+    """Maps write-ahead-log positions of one agent instance to the `ingest_seq` its spans carry, and back."""
+
+    instance: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.instance <= MAX_INSTANCE:
+            raise ValueError(f"agent instance must be in 0..{MAX_INSTANCE}, got {self.instance}")
+
+    def of(self, position: Position) -> int:
+        if position.segment >> SEGMENT_BITS or position.offset >> OFFSET_BITS:
+            raise ValueError(f"log position {position} does not fit ingest_seq's {SEGMENT_BITS}/{OFFSET_BITS} bits")
+        return (self.instance << (SEGMENT_BITS + OFFSET_BITS)) | (position.segment << OFFSET_BITS) | position.offset
+
+    def position(self, seq: int) -> Position:
+        return Position((seq >> OFFSET_BITS) & ((1 << SEGMENT_BITS) - 1), seq & ((1 << OFFSET_BITS) - 1))
 
 
 class WalIntake:

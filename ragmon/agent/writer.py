@@ -17,8 +17,10 @@ fault, which is moved aside to `quarantine/` and counted — the rest of the bat
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any, Protocol
 
 from collectors.otlp_sql import seal
 from collectors.wal import Cursor, Position, WriteAheadLog
-from ragmon.agent.intake import PendingRequest, WalIntake, ingest_seq
+from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.sampling import DecidedTrace, Sampler, TraceFragment
 from ragmon.retry import RetryPolicy
 from sinks.errors import StoreError
@@ -61,6 +63,7 @@ class StoreWriter:
         batch_max_spans: int = 131_072,
         tick_interval_s: float = 0.1,
         policy: RetryPolicy | None = None,
+        seq: IngestSeq | None = None,
     ) -> None:
         self.intake = intake
         self.wal = wal
@@ -68,7 +71,9 @@ class StoreWriter:
         self.sampler = sampler
         self.on_decided = on_decided
         self.state_dir = Path(state_dir)
+        self.seq = seq or IngestSeq()
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_id = _log_id(self.state_dir / "log.id")
         self.cursor = Cursor(self.state_dir / "store.cursor")
         self.journal = Cursor(self.state_dir / "batch.pending")
         self.sampler_cursor = Cursor(self.state_dir / "sampler.cursor")
@@ -104,7 +109,7 @@ class StoreWriter:
         self.counts["recovered_requests"] += len(requests)
         low_water = self.sampler_cursor.load()
         if low_water is not None and self._stored is not None and low_water <= self._stored:
-            self._feed(ingest_seq(low_water), ingest_seq(self._stored))
+            self._feed(self.seq.of(low_water), self.seq.of(self._stored))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ragmon-store-writer", daemon=True)
@@ -164,7 +169,7 @@ class StoreWriter:
         self.counts["batches"] += 1
         self.counts["requests_stored"] += len(batch)
         self.counts["spans_stored"] += sum(r.spans for r in batch)
-        self._feed(ingest_seq(first), ingest_seq(last))
+        self._feed(self.seq.of(first), self.seq.of(last))
         return len(batch)
 
     def _advance(self, stored: Position) -> None:
@@ -197,8 +202,10 @@ class StoreWriter:
                     raise _Stopping from exc
 
     def _insert(self, batch: Sequence[PendingRequest]) -> None:
-        envelopes = [seal(r.body, r.tenant, ingest_seq(r.position)) for r in batch]
-        token = f"wal:{batch[0].position.token()}-{batch[-1].position.token()}"
+        envelopes = [seal(r.body, r.tenant, self.seq.of(r.position)) for r in batch]
+        # Unique to this log, even when two agents sharing a database were given one instance number by mistake:
+        # the store would silently drop the second agent's batch as a repeat of the first's.
+        token = f"wal:{self.log_id}:{self.seq.of(batch[0].position)}-{self.seq.of(batch[-1].position)}"
         self.store.insert_otlp(envelopes, token)
 
     def _isolate_rejected(self, batch: list[PendingRequest]) -> None:
@@ -234,6 +241,17 @@ class StoreWriter:
         """Persist where a restarted sampler must look back to: its oldest undecided trace, else the store."""
         low_water = self.sampler.low_water_seq()
         if low_water is not None:
-            self.sampler_cursor.save(Position(low_water >> 40, low_water & ((1 << 40) - 1)))
+            self.sampler_cursor.save(self.seq.position(low_water))
         elif self._stored is not None:
             self.sampler_cursor.save(self._stored)
+
+
+def _log_id(path: Path) -> str:
+    """A random id for this agent's write-ahead log, made once and kept with its cursors."""
+    if path.exists() and (existing := path.read_text().strip()):
+        return existing
+    log_id = uuid.uuid4().hex
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(log_id + "\n")
+    os.replace(tmp, path)
+    return log_id

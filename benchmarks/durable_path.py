@@ -30,6 +30,7 @@ from collectors.wal import Position, Record, WriteAheadLog  # noqa: E402
 from ragmon.agent.decisions import DecisionSink  # noqa: E402
 from ragmon.agent.intake import WalIntake  # noqa: E402
 from ragmon.agent.sampling import Sampler  # noqa: E402
+from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS  # noqa: E402
 from ragmon.agent.writer import StoreWriter  # noqa: E402
 
 
@@ -83,8 +84,8 @@ class NoFragments:
     def __init__(self, store: Any) -> None:
         self._store = store
 
-    def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]:
-        return []
+    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]:
+        return {name: [] for name in FRAGMENT_COLUMNS}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)

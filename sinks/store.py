@@ -255,11 +255,20 @@ class Store:
 
     # --- the sampler's queries --------------------------------------------------------------------------
 
+    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]:
+        """One summary per (tenant, trace_id) among the spans with ingest_seq in [seq_from, seq_to], as one list per
+        column (the sampler's hot path: no dict per row). `stage_max_ms` holds (stage, ms) pairs."""
+        params = {"seq_from": int(seq_from), "seq_to": int(seq_to)}
+        columns: dict[str, list[Any]] = self.backend.select(trace_fragments_sql(self._ddl), params).to_pydict()
+        return columns
+
     def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]:
-        """One summary per (tenant, trace_id) among the spans with ingest_seq in [seq_from, seq_to]."""
-        rows = self._select(trace_fragments_sql(self._ddl), {"seq_from": int(seq_from), "seq_to": int(seq_to)})
+        """The same summaries as rows (for tools and tests)."""
+        columns = self.trace_fragment_columns(seq_from, seq_to)
+        rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
         for row in rows:
             row["root_seen"] = bool(row["root_seen"])
+            row["stage_max_ms"] = dict(row["stage_max_ms"] or ())
         return rows
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> int:

@@ -37,7 +37,7 @@ class DecisionSink:
 
     def __call__(self, decided: list[DecidedTrace]) -> None:
         for trace in decided:
-            self.counts[f"{trace.decision.value}:{trace.decided_by}"] += 1
+            self.counts[trace.decision + ":" + trace.decided_by] += 1
             if trace.decision is Decision.KEEP:
                 if len(self._waiting) == self._waiting.maxlen:
                     self.counts["payload_copies_dropped:waiting_full"] += 1

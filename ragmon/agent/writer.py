@@ -39,7 +39,7 @@ log = logging.getLogger("ragmon.agent")
 class WriteStore(Protocol):
     def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
 
-    def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]: ...
+    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]: ...
 
 
 DecisionHandler = Callable[[list[DecidedTrace]], None]
@@ -229,8 +229,7 @@ class StoreWriter:
 
     # -- sampling ------------------------------------------------------------------------------------------
     def _feed(self, seq_from: int, seq_to: int) -> None:
-        rows = self.store.trace_fragments(seq_from, seq_to)
-        fragments = [TraceFragment.from_row({"first_ingest_seq": seq_from, **row}) for row in rows]
+        fragments = TraceFragment.from_columns(self.store.trace_fragment_columns(seq_from, seq_to), seq_from)
         self._handle(self.sampler.ingest(fragments))
 
     def _handle(self, decided: list[DecidedTrace]) -> None:

@@ -8,6 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from ragmon.agent.sampling import Decision, Sampler, SamplerConfig, TraceFragment
+from ragmon.agent.sampling.composite import CompositePolicy
+from ragmon.agent.sampling.policies.error import ErrorPolicy
 from ragmon.agent.sampling.policies.probabilistic import keeps
 
 
@@ -235,7 +237,7 @@ def test_a_failing_policy_is_counted_and_does_not_stop_the_others() -> None:
         def evaluate(self, trace: object) -> object:
             raise RuntimeError("bug")
 
-    sampler.policy._keep_policies.insert(0, Broken())  # type: ignore[arg-type]
+    sampler.policy = CompositePolicy([Broken(), ErrorPolicy()])  # type: ignore[list-item]
     sampler.ingest(_trace(_tid(1), status="error"))
     (decided,) = sampler.tick()
     assert decided.decision is Decision.KEEP and decided.reasons == ("error",)

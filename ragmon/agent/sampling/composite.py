@@ -35,20 +35,20 @@ class CompositePolicy:
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
             raise ValueError(f"sampling policy names must be unique, got {names}")
-        self._drop_rules = [p for p in policies if getattr(p, "action", "keep") == "drop"]
-        self._keep_policies = [p for p in policies if getattr(p, "action", "keep") != "drop"]
+        self._drop_rules = [(p, _keys(p.name)) for p in policies if getattr(p, "action", "keep") == "drop"]
+        self._keep_policies = [(p, _keys(p.name)) for p in policies if getattr(p, "action", "keep") != "drop"]
         self._budget = budget
         self._exempt = budget_exempt
         self.counts: Counter[tuple[str, str]] = Counter()  # (policy, decision value) -> traces
 
     def decide(self, trace: TraceSummary, now_s: float) -> Outcome:
-        for rule in self._drop_rules:
-            if self._evaluate(rule, trace).decision is Decision.DROP:
+        for rule, keys in self._drop_rules:
+            if self._evaluate(rule, keys, trace).decision is Decision.DROP:
                 self.counts[("composite", _VALUE[Decision.DROP])] += 1
                 return Outcome(Decision.DROP, (rule.name,), 0.0)
         fired: list[tuple[str, float]] = []
-        for policy in self._keep_policies:
-            verdict = self._evaluate(policy, trace)
+        for policy, keys in self._keep_policies:
+            verdict = self._evaluate(policy, keys, trace)
             if verdict.decision is Decision.KEEP:
                 fired.append((policy.name, verdict.probability))
         if not fired:
@@ -69,18 +69,23 @@ class CompositePolicy:
         self.counts[("composite", _VALUE[Decision.KEEP])] += 1
         return Outcome(Decision.KEEP, reasons, probability)
 
-    def _evaluate(self, policy: Policy, trace: TraceSummary) -> Verdict:
+    def _evaluate(self, policy: Policy, keys: dict[Decision, tuple[str, str]], trace: TraceSummary) -> Verdict:
         try:
             verdict = policy.evaluate(trace)
         except Exception as exc:
             warn_limited(f"policy:{policy.name}", "sampling policy %s failed: %r", policy.name, exc)
-            self.counts[(policy.name, _VALUE[Decision.ERROR])] += 1
+            self.counts[keys[Decision.ERROR]] += 1
             return Verdict(Decision.ERROR, 0.0)
-        self.counts[(policy.name, _VALUE[verdict.decision])] += 1  # a dict read: Enum.value is a slow property
+        self.counts[keys[verdict.decision]] += 1
         return verdict
 
 
-_VALUE = {decision: decision.value for decision in Decision}
+def _keys(name: str) -> dict[Decision, tuple[str, str]]:
+    """The counter key of each verdict of one policy, built once rather than per trace."""
+    return {decision: (name, str(decision.value)) for decision in Decision}
+
+
+_VALUE = {decision: str(decision.value) for decision in Decision}
 
 
 def _uniform(trace_id: str) -> float:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Decision(Enum):
+class Decision(StrEnum):  # a str: hashing it (counters keyed by decision) is C speed, not Enum's Python __hash__
     PENDING = "pending"  # not decided yet: the trace is still collecting spans
     KEEP = "keep"  # keep the payload, send to the judges
     SKIP = "skip"  # no policy wanted it (numbers are stored anyway)

@@ -63,8 +63,11 @@ class Sampler:
         budget = None
         if self.config.budget.traces_per_s or self.config.budget.bytes_per_s:
             budget = KeepBudget(self.config.budget.traces_per_s, self.config.budget.bytes_per_s)
-        self.policy = CompositePolicy(build_policies(self.config), budget, frozenset(self.config.budget.exempt))
+        policies = build_policies(self.config)
+        self.policy = CompositePolicy(policies, budget, frozenset(self.config.budget.exempt))
         self.p95_lookup = p95_lookup
+        # Only a slow policy relative to the p95 reads p95 ratios: skip the lookups (a few per trace) otherwise.
+        self._uses_p95 = any(getattr(p, "relative_to_p95", None) is not None for p in policies)
         self._clock = clock
         self._pending: OrderedDict[str, TraceSummary] = OrderedDict()  # first-seen order: oldest first
         self._ready: deque[tuple[float, str]] = deque()  # (decide at, trace id), in time order
@@ -85,9 +88,11 @@ class Sampler:
         now = self._clock()
         out: list[DecidedTrace] = []
         grace = self.config.decision_grace_s
+        max_traces = self.config.max_traces
+        fragments_seen = spans_seen = 0
         for fragment in fragments:
-            self.counts["fragments"] += 1
-            self.counts["spans"] += fragment.span_count
+            fragments_seen += 1
+            spans_seen += fragment.span_count
             trace_id = fragment.trace_id
             decided = self._decided.get(trace_id)
             if decided is not None:
@@ -95,17 +100,19 @@ class Sampler:
                 continue
             trace = self._pending.get(trace_id)
             if trace is None:
-                if len(self._pending) >= self.config.max_traces:
+                if len(self._pending) >= max_traces:
                     out.append(self._evict_oldest("evicted:max_traces", now))
-                trace = TraceSummary(trace_id, fragment.tenant, now, first_ingest_seq=fragment.first_ingest_seq)
-                self._pending[trace_id] = trace
-            trace.merge(fragment)
+                trace = self._pending[trace_id] = TraceSummary.start(fragment, now)
+            else:
+                trace.merge(fragment)
             self.bytes_held += fragment.content_bytes
             if trace.root_seen and trace.complete_at_s is None:
                 trace.complete_at_s = now + grace
                 self._ready.append((trace.complete_at_s, trace_id))
             while self.bytes_held > self.config.max_bytes and self._pending:
                 out.append(self._evict_oldest("evicted:max_bytes", now))
+        self.counts["fragments"] += fragments_seen
+        self.counts["spans"] += spans_seen
         return out
 
     def tick(self) -> list[DecidedTrace]:
@@ -141,10 +148,12 @@ class Sampler:
 
     def _decide(self, trace: TraceSummary, decided_by: str, now: float) -> DecidedTrace:
         self.bytes_held -= trace.bytes_held
-        for stage, duration_ms in trace.stage_max_ms.items():
-            p95 = self.p95_lookup(trace.feature, stage)
-            if p95 is not None and p95 > 0:
-                trace.p95_ratios[stage] = duration_ms / p95
+        if self._uses_p95:
+            lookup, feature, ratios = self.p95_lookup, trace.feature, trace.p95_ratios
+            for stage, duration_ms in trace.stage_max_ms.items():
+                p95 = lookup(feature, stage)
+                if p95 is not None and p95 > 0:
+                    ratios[stage] = duration_ms / p95
         outcome = self.policy.decide(trace, now)
         self.counts[_DECIDED[outcome.decision]] += 1
         self.counts["decided_by:" + decided_by] += 1

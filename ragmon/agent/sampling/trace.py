@@ -8,11 +8,12 @@ costs a few hundred bytes of Python memory, however large its content.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~3x to build, one per trace and batch
 class TraceFragment:
     """Aggregates of one trace's spans from one stored batch."""
 
@@ -30,6 +31,43 @@ class TraceFragment:
     max_norm_deviation: float | None = None
     content_bytes: int = 0
     first_ingest_seq: int = 0
+
+    @classmethod
+    def from_columns(cls, columns: Mapping[str, Sequence[Any]], first_ingest_seq: int) -> list[TraceFragment]:
+        """From `Store.trace_fragment_columns` (one list per column): no per-row dict on the way."""
+        return [
+            cls(
+                tenant,
+                trace_id,
+                feature or "",
+                user or "",
+                span_count or 0,
+                error_count or 0,
+                bool(root_seen),
+                root_duration_ms,
+                dict(stage_max_ms) if stage_max_ms else {},
+                top1,
+                gap,
+                deviation,
+                content_bytes or 0,
+                first_ingest_seq,
+            )
+            for (
+                tenant,
+                trace_id,
+                feature,
+                user,
+                span_count,
+                error_count,
+                root_seen,
+                root_duration_ms,
+                stage_max_ms,
+                top1,
+                gap,
+                deviation,
+                content_bytes,
+            ) in zip(*(columns[name] for name in FRAGMENT_COLUMNS), strict=True)
+        ]
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TraceFragment:
@@ -53,6 +91,23 @@ class TraceFragment:
         )
 
 
+FRAGMENT_COLUMNS = (
+    "tenant",
+    "trace_id",
+    "feature",
+    "user",
+    "span_count",
+    "error_count",
+    "root_seen",
+    "root_duration_ms",
+    "stage_max_ms",
+    "min_top1_score",
+    "min_similarity_gap",
+    "max_norm_deviation",
+    "content_bytes",
+)
+
+
 @dataclass(slots=True)
 class TraceSummary:
     trace_id: str
@@ -73,6 +128,29 @@ class TraceSummary:
     min_similarity_gap: float | None = None
     max_norm_deviation: float | None = None
     bytes_held: int = 0  # captured text waiting in the store for this trace's decision
+
+    @classmethod
+    def start(cls, fragment: TraceFragment, now_s: float) -> TraceSummary:
+        """A new summary holding its first fragment (the common case: a whole trace in one batch)."""
+        return cls(
+            fragment.trace_id,
+            fragment.tenant,
+            now_s,
+            fragment.first_ingest_seq,
+            fragment.feature,
+            fragment.user,
+            fragment.span_count,
+            fragment.error_count,
+            fragment.root_seen,
+            fragment.root_duration_ms if fragment.root_seen else None,
+            None,
+            dict(fragment.stage_max_ms),
+            {},
+            fragment.min_top1_score,
+            fragment.min_similarity_gap,
+            fragment.max_norm_deviation,
+            fragment.content_bytes,
+        )
 
     def merge(self, fragment: TraceFragment) -> None:
         self.span_count += fragment.span_count

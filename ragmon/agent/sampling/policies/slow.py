@@ -26,8 +26,6 @@ class SlowPolicy:
         for stage, threshold_ms in self.stage_threshold_ms.items():
             if trace.stage_max_ms.get(stage, 0.0) > threshold_ms:
                 return KEEP
-        if self.relative_to_p95 is not None:
-            factor = self.relative_to_p95
-            if any(ratio > factor for ratio in trace.p95_ratios.values()):
-                return KEEP
+        if self.relative_to_p95 is not None and max(trace.p95_ratios.values(), default=0.0) > self.relative_to_p95:
+            return KEEP
         return SKIP

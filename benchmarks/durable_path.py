@@ -110,7 +110,7 @@ def measure(variant: str, bodies: list[bytes], engine_dir: Path, work: Path, spa
             on_decided: Any = DecisionSink(store)
         else:
             log, sampler, writer_store, on_decided = MemoryLog(), NoSampler(), NoFragments(store), lambda d: None
-        intake = WalIntake(log)
+        intake = WalIntake(log, max_backlog_bytes=1 << 40)  # all requests are queued up front: keep them in memory
         writer = StoreWriter(intake, log, writer_store, sampler, on_decided, work / f"state-{uuid.uuid4().hex[:6]}")
         started = time.perf_counter()
         for body in bodies:

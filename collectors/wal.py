@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import BinaryIO, Literal, NamedTuple
 
 FsyncPolicy = Literal["always", "interval", "never"]
 
@@ -209,6 +209,28 @@ class WriteAheadLog:
                     continue
                 yield Record(Position(segment, offset), tenant, body)
 
+    def read_after(self, after: Position | None, count: int) -> list[Record]:
+        """The `count` intact records that follow `after` (from the first record when None), read from where
+        `after` ends rather than by rescanning its segment: how the store writer gets back the bodies it did not
+        keep in memory. Fewer come back only if the log ends first."""
+        out: list[Record] = []
+        for segment in self._segments():
+            if after is not None and segment < after.segment:
+                continue
+            offset = after.offset if after is not None and segment == after.segment else 0
+            with open(self._path(segment), "rb") as f:
+                f.seek(offset)
+                while len(out) < count:
+                    record = _read_record(f)
+                    if record is None:
+                        break
+                    (tenant, body), length = record
+                    offset += length
+                    out.append(Record(Position(segment, offset), tenant, body))
+            if len(out) == count:
+                break
+        return out
+
     def trim(self, safe: Position) -> int:
         """Delete segments wholly at or before `safe` (every cursor is past them). Returns segments deleted."""
         deleted = 0
@@ -248,6 +270,21 @@ class WriteAheadLog:
             with contextlib.suppress(WalError):
                 self._fsync_file()
             self._file.close()
+
+
+def _read_record(f: BinaryIO) -> tuple[tuple[str, bytes], int] | None:
+    """((tenant, body), bytes read) for the intact record at the file's position; None at its end or a bad one."""
+    header = f.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    magic, tenant_len, body_len, crc = _HEADER.unpack(header)
+    payload = f.read(tenant_len + body_len) if magic == _MAGIC else b""
+    if magic != _MAGIC or len(payload) < tenant_len + body_len:
+        return None
+    tenant_bytes, body = payload[:tenant_len], payload[tenant_len:]
+    if zlib.crc32(body, zlib.crc32(tenant_bytes)) != crc:
+        return None
+    return (tenant_bytes.decode(), body), _HEADER.size + len(payload)
 
 
 def _scan(path: Path) -> Iterator[tuple[tuple[str, bytes], int]]:

@@ -73,7 +73,8 @@ class AgentSettings(_Section):
     fsync: Literal["always", "interval", "never"] = "interval"
     fsync_interval_ms: int = Field(default=50, ge=1)
     wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
-    backlog_max_bytes: int = Field(default=256 * 1024**2, ge=1024 * 1024)
+    # Accepted requests waiting for the store in memory; past this they wait in the log only (agent/intake.py).
+    backlog_max_bytes: int = Field(default=64 * 1024**2, ge=1024 * 1024)
     content_retention_days: int = Field(default=1, ge=1)  # captured text of traces not (yet) kept
     sampling: dict[str, Any] = Field(default_factory=dict)  # validated by the sampler at start-up
 

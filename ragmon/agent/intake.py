@@ -1,9 +1,10 @@
 """The receivers' consumer: make each accepted request durable in the write-ahead log, then let the writer know.
 
 A receiver acknowledges a request only after `consume` returns, so acknowledged = in the log. Requests wait in
-memory for the store writer too (reading them back from disk would double the I/O); that backlog is capped in
-bytes, and past the cap — or when the log is full — the sender is told to retry later (429/503 with Retry-After),
-which is back-pressure, not loss.
+memory for the store writer too (reading them back from disk would double the I/O), up to a cap in bytes; past the
+cap a request is still accepted into the log, but only its position waits in memory ("spilled") and the writer
+reads its body back from the log when its turn comes. So a slow or absent store makes the log, not memory, grow;
+only when the log is full is the sender told to retry later (503 with Retry-After): back-pressure, not loss.
 """
 
 from __future__ import annotations
@@ -20,8 +21,17 @@ from collectors.wal import Position, WalError, WalFull, WriteAheadLog
 class PendingRequest:
     position: Position
     tenant: str
-    body: bytes
+    body: bytes  # b"" while spilled
     spans: int
+    size: int = -1  # the body's length, kept while spilled; -1: len(body)
+    spilled: bool = False
+
+    @property
+    def body_bytes(self) -> int:
+        return len(self.body) if self.size < 0 else self.size
+
+    def spill(self) -> PendingRequest:
+        return PendingRequest(self.position, self.tenant, b"", self.spans, self.body_bytes, True)
 
 
 # `ingest_seq` = instance (12 bits) | log segment (24 bits) | byte offset in the segment (28 bits). The instance
@@ -64,14 +74,10 @@ class WalIntake:
         self.accepted_requests = 0
         self.accepted_spans = 0
         self.refused: dict[str, int] = {}
+        self.spilled_requests = 0  # over the memory cap: left in the log, read back by the writer
 
     # -- receivers' side -----------------------------------------------------------------------------------
     def consume(self, tenant: str, body: bytes, spans: int) -> None:
-        with self._lock:
-            if self._backlog_bytes + len(body) > self.max_backlog_bytes:
-                self._refuse("backlog_full")
-                raise Backpressure(1.0, "the store is behind; retry shortly")
-
         def queue_in_log_order(position: Position) -> None:
             self.enqueue(PendingRequest(position, tenant, body, spans))
 
@@ -93,28 +99,37 @@ class WalIntake:
     def enqueue(self, request: PendingRequest) -> None:
         """Queue a request already in the log (receivers, or replay after a restart)."""
         with self.ready:
+            if not request.spilled and self._backlog_bytes + len(request.body) > self.max_backlog_bytes:
+                request = request.spill()
+                self.spilled_requests += 1
             self._queue.append(request)  # in log order: the log calls us under its lock
             self._backlog_bytes += len(request.body)
             self.accepted_requests += 1
             self.accepted_spans += request.spans
             self.ready.notify()
 
-    def take(self, max_requests: int, max_spans: int) -> list[PendingRequest]:
-        """Durable requests from the head of the queue, up to the limits, without removing them.
+    def take(self, max_requests: int, max_spans: int, max_bytes: int) -> list[PendingRequest]:
+        """Durable requests from the head of the queue, up to the limits, without removing them (spilled ones
+        still without their bodies).
 
         Only records the log calls durable are taken: a request is never stored before it could be acknowledged.
         """
         durable = self.wal.durable_end
         with self._lock:
             out: list[PendingRequest] = []
-            spans = 0
+            spans = size = 0
             for request in self._queue:
                 if request.position > durable:
                     break
-                if out and (len(out) >= max_requests or spans + request.spans > max_spans):
+                if out and (
+                    len(out) >= max_requests
+                    or spans + request.spans > max_spans
+                    or size + request.body_bytes > max_bytes
+                ):
                     break
                 out.append(request)
                 spans += request.spans
+                size += request.body_bytes
             return out
 
     def commit(self, count: int) -> None:

@@ -98,6 +98,18 @@ RAGMON_TENANT: Final = "ragmon.tenant"  # stamped by the agent from the API key,
 # Scope attribute on every export request: spans the SDK had to drop so far (never silent).
 RAGMON_SDK_DROPPED_SPANS: Final = "ragmon.sdk.dropped_spans"
 
+# Offline evaluation (`ragmon eval run`) stamps every span of a dataset row with the run and the row, so offline
+# traces land in the same store as production and stay separable: `attributes['ragmon.eval.run'] = 'nightly-42'`.
+RAGMON_EVAL_RUN: Final = "ragmon.eval.run"
+RAGMON_EVAL_ROW_ID: Final = "ragmon.eval.row_id"
+RAGMON_EVAL_DATASET: Final = "ragmon.eval.dataset"
+# Agents: why the loop ended, set by the app on the request span (or any span of the trace). A value in
+# `AGENT_BUDGET_STOPS` means the trajectory was cut off by a limit, not finished: offline evaluation counts it
+# as a budget stop. `ragmon.agent.max_steps` records the step limit in force (informational).
+RAGMON_AGENT_STOP_REASON: Final = "ragmon.agent.stop_reason"  # done | max_steps | budget | timeout | error
+RAGMON_AGENT_MAX_STEPS: Final = "ragmon.agent.max_steps"
+AGENT_BUDGET_STOPS: Final = frozenset({"max_steps", "budget", "timeout"})
+
 STAGES: Final = ("embed", "search", "rerank", "generate", "tool", "request", "other")
 
 _STAGE_BY_OPERATION: Final = {operation: stage for stage, operation in OPERATION_BY_STAGE.items()}

@@ -45,8 +45,12 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
     ),
     "alerts": ("open and recent drift alerts", _lazy("ragmon.agent.drift.cli", "add_alerts_arguments", "alerts")),
     "eval": (
-        "offline evaluation: retrieval metrics equal to trec_eval",
+        "offline evaluation: retrieval metrics equal to trec_eval; drive an app over a labelled dataset (eval run)",
         _lazy("ragmon.evaluation.cli", "add_eval_arguments", "eval_command"),
+    ),
+    "backeval": (
+        "re-score stored kept traces with a judge as a named run (cost estimate, budget, resumable)",
+        _lazy("ragmon.evaluation.cli", "add_backeval_arguments", "backeval"),
     ),
     "gate": (
         "compare two evaluation runs; exit 1 on a regression, 2 on bad input",

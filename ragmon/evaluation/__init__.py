@@ -13,6 +13,13 @@ Modules, one job each:
 - `triage` — which surface failed, per question;
 - `sweep` — Recall@K against answer quality, and the knee;
 - `gate_runs`, `bootstrap`, `gate`, `gate_report` — the regression gate's input format, intervals, rules, reports;
+- `dataset` — the JSONL format of labelled questions and its loader;
+- `trajectory` — agent trajectories from tool spans: tool precision/recall, argument accuracy, steps, budget stops;
+- `app_entry`, `run_tracing`, `row_metrics`, `eval_run`, `demo_entry` — ``ragmon eval run``: the app protocol,
+  span tagging and collection, per-row scoring, the driver, the demo app as an entry point;
+- `backeval_source`, `backeval_cost`, `backeval_journal`, `backeval` — ``ragmon backeval``: kept traces from the
+  store or the agent, the cost estimate, the resumable run journal, the parallel scorer;
+- `progress` — the stderr progress bar;
 - `cli` — the command-line entry points.
 """
 
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
         semantic_similarity,
         token_f1,
     )
+    from ragmon.evaluation.dataset import DatasetRow, ExpectedPlan, PlanStep, load_dataset, parse_dataset
     from ragmon.evaluation.errors import EvalInputError
     from ragmon.evaluation.gate import GateConfig, GateResult, compare_runs
     from ragmon.evaluation.gate_runs import ResultRow, read_results
@@ -38,6 +46,7 @@ if TYPE_CHECKING:
     from ragmon.evaluation.refusal import RefusalOutcome, is_refusal, refusal_outcome, summarise_refusals
     from ragmon.evaluation.retrieval import RetrievalReport, evaluate, evaluate_ranked
     from ragmon.evaluation.sweep import SweepPoint, SweepResult, k_sweep
+    from ragmon.evaluation.trajectory import ToolCall, TrajectoryScore, score_plan, score_trajectory, tool_calls
     from ragmon.evaluation.trec_files import read_qrels, read_run
     from ragmon.evaluation.triage import Diagnosis, TriageInput, TriageResult, TriageThresholds, diagnose, diagnose_all
 
@@ -49,6 +58,11 @@ _EXPORTS: dict[str, str] = {
     "normalise_answer": "answers",
     "semantic_similarity": "answers",
     "token_f1": "answers",
+    "DatasetRow": "dataset",
+    "ExpectedPlan": "dataset",
+    "PlanStep": "dataset",
+    "load_dataset": "dataset",
+    "parse_dataset": "dataset",
     "EvalInputError": "errors",
     "GateConfig": "gate",
     "GateResult": "gate",
@@ -70,6 +84,11 @@ _EXPORTS: dict[str, str] = {
     "k_sweep": "sweep",
     "read_qrels": "trec_files",
     "read_run": "trec_files",
+    "ToolCall": "trajectory",
+    "TrajectoryScore": "trajectory",
+    "score_plan": "trajectory",
+    "score_trajectory": "trajectory",
+    "tool_calls": "trajectory",
     "Diagnosis": "triage",
     "TriageInput": "triage",
     "TriageResult": "triage",
@@ -79,18 +98,23 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "DatasetRow",
     "Diagnosis",
     "EvalInputError",
+    "ExpectedPlan",
     "Fact",
     "FactCheckResult",
     "GateConfig",
     "GateResult",
+    "PlanStep",
     "RefusalOutcome",
     "ResultRow",
     "RetrievalReport",
     "RetrievedChunk",
     "SweepPoint",
     "SweepResult",
+    "ToolCall",
+    "TrajectoryScore",
     "TriageInput",
     "TriageResult",
     "TriageThresholds",
@@ -104,15 +128,20 @@ __all__ = [
     "exact_match",
     "is_refusal",
     "k_sweep",
+    "load_dataset",
     "normalise_answer",
+    "parse_dataset",
     "read_chunk_run",
     "read_qrels",
     "read_results",
     "read_run",
     "refusal_outcome",
+    "score_plan",
+    "score_trajectory",
     "semantic_similarity",
     "summarise_refusals",
     "token_f1",
+    "tool_calls",
 ]
 
 

@@ -1,0 +1,243 @@
+"""Where back-evaluation reads kept traces from: the store itself, or the running agent that owns it.
+
+An embedded store has one owner. When no agent holds the data dir, ``ragmon backeval`` opens the store (and can
+write its scores back, under the run's name); when an agent does, it asks the agent's read API
+(``POST /api/query``, the path ``ragmon query`` takes) and the scores go to the run's files only. A ClickHouse
+server URL is always opened directly.
+
+Selection: the ``payloads`` of kept traces that started within ``since_s`` (optionally one feature, optionally
+one evaluation run's traces), oldest first, read in pages. Each trace's evaluation row id (``ragmon.eval.row_id``
+on its spans, set by ``ragmon eval run``) comes along, so a back-evaluation of an eval run's traces pairs with
+that run's results file in ``ragmon gate``.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ragmon import attributes as attr
+from ragmon.evaluation.errors import EvalInputError
+
+PAGE_ROWS = 1_000  # under the query API's 10,000-row cap
+
+
+@dataclass(frozen=True)
+class KeptTrace:
+    tenant: str
+    trace_id: str
+    feature: str = ""
+    question: str = ""
+    answer: str = ""
+    passages: tuple[str, ...] = ()
+    sampling_reason: str = ""
+    inclusion_probability: float | None = None
+    eval_row_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.tenant}/{self.trace_id}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    since_s: float
+    feature: str | None = None
+    eval_run: str | None = None
+    limit: int | None = None
+    database: str = ""  # qualify tables ("db.payloads") when the store's default database is another one
+
+
+class TraceSource(Protocol):
+    """Kept traces for a selection; raising `EvalInputError` when the store cannot be read."""
+
+    def select(self, selection: Selection) -> list[KeptTrace]: ...
+
+    def close(self) -> None: ...
+
+
+def _quote(value: str) -> str:
+    from sinks.backend import quote_string
+
+    return quote_string(value)
+
+
+def _table(selection: Selection, name: str) -> str:
+    return f"{selection.database}.{name}" if selection.database else name
+
+
+def selection_sql(selection: Selection, *, offset: int, page_rows: int) -> str:
+    """One page of the selection. Values are inlined as quoted literals: the agent's query API takes SQL text."""
+    spans = _table(selection, "spans")
+    where = [f"start_time >= now64(9) - toIntervalSecond({int(selection.since_s)})"]
+    if selection.feature is not None:
+        where.append(f"feature = {_quote(selection.feature)}")
+    if selection.eval_run is not None:
+        where.append(
+            f"trace_id IN (SELECT trace_id FROM {spans}"
+            f" WHERE attributes[{_quote(attr.RAGMON_EVAL_RUN)}] = {_quote(selection.eval_run)})"
+        )
+    return (
+        "SELECT tenant, trace_id, feature, question, answer,"
+        " arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,"
+        " sampling_reason, inclusion_probability"
+        f" FROM {_table(selection, 'payloads')} FINAL WHERE {' AND '.join(where)}"
+        f" ORDER BY start_time, tenant, trace_id LIMIT {int(page_rows)} OFFSET {int(offset)}"
+    )
+
+
+def row_ids_sql(selection: Selection, trace_ids: list[str]) -> str:
+    key = _quote(attr.RAGMON_EVAL_ROW_ID)
+    listed = ", ".join(_quote(t) for t in trace_ids)
+    return (
+        f"SELECT tenant, trace_id, any(attributes[{key}]) AS row_id FROM {_table(selection, 'spans')}"
+        f" WHERE trace_id IN ({listed}) AND attributes[{key}] != '' GROUP BY tenant, trace_id"
+    )
+
+
+def _trace(row: dict[str, Any], row_ids: dict[tuple[str, str], str]) -> KeptTrace:
+    tenant, trace_id = str(row.get("tenant") or ""), str(row["trace_id"])
+    probability = row.get("inclusion_probability")
+    return KeptTrace(
+        tenant=tenant,
+        trace_id=trace_id,
+        feature=str(row.get("feature") or ""),
+        question=str(row.get("question") or ""),
+        answer=str(row.get("answer") or ""),
+        passages=tuple(str(p) for p in row.get("passage_texts") or ()),
+        sampling_reason=str(row.get("sampling_reason") or ""),
+        inclusion_probability=float(probability) if probability is not None else None,
+        eval_row_id=row_ids.get((tenant, trace_id), ""),
+    )
+
+
+QueryFn = Callable[[str], list[dict[str, Any]]]
+
+
+def select_with(query: QueryFn, selection: Selection, page_rows: int = PAGE_ROWS) -> list[KeptTrace]:
+    """Run the selection page by page through ``query`` (SQL text → rows)."""
+    traces: list[KeptTrace] = []
+    for page in _pages(query, selection, page_rows):
+        trace_ids = sorted({str(r["trace_id"]) for r in page})
+        ids = {
+            (str(r["tenant"]), str(r["trace_id"])): str(r["row_id"]) for r in query(row_ids_sql(selection, trace_ids))
+        }
+        traces.extend(_trace(row, ids) for row in page)
+        if selection.limit is not None and len(traces) >= selection.limit:
+            return traces[: selection.limit]
+    return traces
+
+
+def _pages(query: QueryFn, selection: Selection, page_rows: int) -> Iterator[list[dict[str, Any]]]:
+    offset = 0
+    while True:
+        page = query(selection_sql(selection, offset=offset, page_rows=page_rows))
+        if page:
+            yield page
+        if len(page) < page_rows:
+            return
+        offset += page_rows
+
+
+@dataclass
+class StoreTraceSource:
+    """Reads through `sinks.Store.query` (read-only, checked by the store's SQL guard)."""
+
+    store: Any
+    owns_store: bool = True
+
+    def select(self, selection: Selection) -> list[KeptTrace]:
+        from sinks.errors import StoreError
+
+        try:
+            return select_with(lambda sql: list(self.store.query(sql)), selection)
+        except StoreError as exc:
+            raise EvalInputError(f"cannot read kept traces from the store: {exc}") from exc
+
+    def close(self) -> None:
+        if self.owns_store:
+            self.store.close()
+
+
+@dataclass
+class AgentTraceSource:
+    """Reads through the running agent's ``POST /api/query``."""
+
+    api_url: str
+    api_key: str | None = None
+    timeout_s: float = 60.0
+    requests: list[str] = field(default_factory=list)
+
+    def _query(self, sql: str) -> list[dict[str, Any]]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(
+            f"{self.api_url}/api/query", data=json.dumps({"sql": sql}).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                rows: list[dict[str, Any]] = json.loads(response.read())
+                return rows
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise EvalInputError(f"the agent at {self.api_url} answered {exc.code}: {detail}") from exc
+        except OSError as exc:
+            raise EvalInputError(f"cannot reach the agent at {self.api_url}: {exc}") from exc
+
+    def select(self, selection: Selection) -> list[KeptTrace]:
+        return select_with(self._query, selection)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class OpenedSource:
+    source: TraceSource
+    store: Any | None  # the store when this process opened it (scores can be written back); None via the agent
+    release: Callable[[], None]
+    where: str
+
+
+def open_trace_source(data_dir: Path, clickhouse_url: str | None, api_key: str | None) -> OpenedSource:
+    """The store when this process may open it, else the agent that owns ``data_dir`` (see the module docstring)."""
+    from sinks import open_store
+    from sinks.errors import StoreError
+
+    if clickhouse_url:
+        try:
+            store = open_store(clickhouse_url)
+        except StoreError as exc:
+            raise EvalInputError(f"cannot open the store at {clickhouse_url}: {exc}") from exc
+        return OpenedSource(StoreTraceSource(store), store, store.close, clickhouse_url)
+    from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
+
+    if not (data_dir / "chdb").exists() and read_owner(data_dir) is None:
+        raise EvalInputError(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon eval run` first)")
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirInUse:
+        owner = read_owner(data_dir)
+        if not owner or "api" not in owner:
+            raise EvalInputError(f"{data_dir} is owned by a running agent that published no API address") from None
+        return OpenedSource(AgentTraceSource(str(owner["api"]), api_key), None, lambda: None, f"agent {owner['api']}")
+    try:
+        store = open_store(data_dir / "chdb")
+    except StoreError as exc:
+        lock.release()
+        raise EvalInputError(f"cannot open the store in {data_dir}: {exc}") from exc
+
+    def release() -> None:
+        try:
+            store.close()
+        finally:
+            lock.release()
+
+    return OpenedSource(StoreTraceSource(store, owns_store=False), store, release, f"store {data_dir}")

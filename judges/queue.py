@@ -19,6 +19,14 @@ once per judge version; a new judge version is a new item (a re-evaluation), nev
   payload source kept failing); its rows still carry an explicit non-ok status. `status` holds the item's summary
   status and `attempts` how many leases it took.
 
+Time: leases, their renewals and retry delays are durations, so they are measured on the host's boot clock
+(`lease_clock`: CLOCK_BOOTTIME on Linux — shared by every process on the host, never stepped by NTP or a manual
+date change), not on the wall clock: a wall clock jumping forward would expire every live lease at once and hand
+items still being judged to a second worker; one jumping back would pin a dead worker's items for as long as the
+jump. The boot clock restarts at a reboot, so the file remembers the boot it was last opened in; opened in a new
+boot, every lease and retry delay is void (the workers that held them are gone). `enqueued_at` / `updated_at` are
+wall-clock timestamps, for ordering and for people only.
+
 Durability: WAL with ``synchronous=FULL`` by default, so an enqueue that returned survives a power cut, not only
 kill -9 (NORMAL survives kill -9 and is faster; pass it when that is enough).
 
@@ -67,7 +75,23 @@ CREATE TABLE IF NOT EXISTS items (
     PRIMARY KEY (tenant, trace_id, judge_version)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_state ON items (state, not_before, enqueued_at);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
+_BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+
+
+def lease_clock() -> float:
+    """Seconds on a clock no one can set: CLOCK_BOOTTIME (Linux; counts suspend), else `time.monotonic`."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
+
+
+def current_boot_id() -> str:
+    """This boot's id (Linux); '' where unknown, which makes every open look like the same boot."""
+    try:
+        return _BOOT_ID_PATH.read_text().strip()
+    except OSError:
+        return ""
 
 
 class ItemState(StrEnum):
@@ -135,18 +159,22 @@ class QueueCounts:
 
 class JudgeQueue:
     """The queue over one SQLite file. Thread-safe (one connection behind a lock); several processes may share
-    the file. Times come from `clock` (unix seconds), injectable so tests can expire leases without sleeping."""
+    the file. Lease times come from `clock` (default `lease_clock`; see the module docstring), injectable so tests
+    can expire leases without sleeping; `wall_clock` stamps `enqueued_at` / `updated_at`."""
 
     def __init__(
         self,
         path: str | Path,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = lease_clock,
+        wall_clock: Callable[[], float] = time.time,
+        boot_id: Callable[[], str] = current_boot_id,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
+        self._wall_clock = wall_clock
         self._lock = threading.Lock()
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE takes the write lock up front, so two
         # processes leasing at once serialise instead of failing with "database is locked" at commit).
@@ -159,6 +187,21 @@ class JudgeQueue:
         with self._write() as db:
             for statement in _statements(_SCHEMA):
                 db.execute(statement)
+            self._void_leases_of_an_earlier_boot(db, boot_id())
+
+    @staticmethod
+    def _void_leases_of_an_earlier_boot(db: sqlite3.Connection, boot: str) -> None:
+        """Lease and retry times of an earlier boot are on a clock that restarted: expire them all."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'boot_id'").fetchone()
+        if row is not None and row[0] == boot:
+            return
+        # No row: a new file (nothing to void) or one written before leases moved off the wall clock.
+        db.execute("UPDATE items SET lease_expires_at = 0 WHERE state IN ('leased', 'recorded')")
+        db.execute("UPDATE items SET not_before = 0 WHERE state = 'queued'")
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES ('boot_id', ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+            (boot, boot),
+        )
 
     @classmethod
     def in_data_dir(cls, data_dir: str | Path, **options: Any) -> JudgeQueue:
@@ -195,7 +238,7 @@ class JudgeQueue:
     def enqueue(self, kept: Iterable[Kept], judge_version: str) -> int:
         """Add kept traces for `judge_version`; keys already present (in any state) are left alone. Returns how
         many were new. Durable when it returns."""
-        now = self._clock()
+        now = self._wall_clock()
         new = 0
         with self._write() as db:
             for k in kept:
@@ -225,6 +268,7 @@ class JudgeQueue:
         if limit <= 0:
             return []
         now = self._clock()
+        wall = self._wall_clock()
         version_filter = "" if judge_version is None else " AND judge_version = ?"
         args: tuple[Any, ...] = (now, now) + (() if judge_version is None else (judge_version,))
         out: list[Lease] = []
@@ -241,7 +285,7 @@ class JudgeQueue:
                 db.execute(
                     "UPDATE items SET state = 'leased', lease_token = ?, lease_expires_at = ?, attempts = attempts + 1,"
                     " updated_at = ? WHERE tenant = ? AND trace_id = ? AND judge_version = ?",
-                    (token, now + lease_s, now, row[0], row[1], row[2]),
+                    (token, now + lease_s, wall, row[0], row[1], row[2]),
                 )
                 expired = row[9] == ItemState.LEASED
                 error = "the previous lease expired (its worker crashed or hung)" if expired else str(row[8])
@@ -270,7 +314,7 @@ class JudgeQueue:
                 held += db.execute(
                     "UPDATE items SET lease_expires_at = ?, updated_at = ? WHERE tenant = ? AND trace_id = ?"
                     " AND judge_version = ? AND lease_token = ? AND state IN ('leased', 'recorded')",
-                    (now + lease_s, now, *lease.key, lease.token),
+                    (now + lease_s, self._wall_clock(), *lease.key, lease.token),
                 ).rowcount
         return held
 
@@ -284,7 +328,7 @@ class JudgeQueue:
                     "UPDATE items SET state = 'queued', lease_token = '', lease_expires_at = 0, not_before = ?,"
                     " error = ?, attempts = attempts - ?, updated_at = ? WHERE tenant = ? AND trace_id = ?"
                     " AND judge_version = ? AND lease_token = ? AND state = 'leased'",
-                    (now + retry_in_s, error, 0 if count_attempt else 1, now, *lease.key, lease.token),
+                    (now + retry_in_s, error, 0 if count_attempt else 1, self._wall_clock(), *lease.key, lease.token),
                 ).rowcount
                 == 1
             )
@@ -302,7 +346,7 @@ class JudgeQueue:
         worker owns the item now, and this result must be dropped so the trace is not scored twice."""
         if final_state not in FINAL_STATES:
             raise ValueError(f"final_state must be done or failed, not {final_state}")
-        now = self._clock()
+        now = self._wall_clock()
         document = json.dumps({"final_state": str(final_state), "rows": list(rows)}, sort_keys=True)
         with self._write() as db:
             return (
@@ -336,7 +380,7 @@ class JudgeQueue:
                 db.execute(
                     "UPDATE items SET lease_token = ?, lease_expires_at = ?, updated_at = ?"
                     " WHERE tenant = ? AND trace_id = ? AND judge_version = ?",
-                    (token, now + lease_s, now, tenant, trace_id, version),
+                    (token, now + lease_s, self._wall_clock(), tenant, trace_id, version),
                 )
                 parsed = json.loads(document)
                 final = ItemState.FAILED if parsed["final_state"] == ItemState.FAILED else ItemState.DONE
@@ -345,7 +389,7 @@ class JudgeQueue:
 
     def delivered(self, items: Sequence[Recorded]) -> int:
         """The items' rows are in the store: make them final and drop the kept rows."""
-        now = self._clock()
+        now = self._wall_clock()
         done = 0
         with self._write() as db:
             for item in items:

@@ -27,6 +27,10 @@ request asks, with per-chunk delays), `EmbeddingsReply`, `ErrorReply` (status, R
 (any bytes: malformed JSON, wrong content type) and `TruncatedReply` (promises more bytes than it sends). Every
 reply has ``delay_s``, waited before the status line, to trigger client timeouts.
 
+`FlakyReplies` is a reply callable for fault tests: it fails a given share of requests (429 with Retry-After,
+500, 503 with an HTML body, a reply slower than the client's timeout, a 200 with a garbage body, a body cut
+short), chosen by a seeded generator so a run is reproducible, and logs every fault with the request it hit.
+
 The server only uses the standard library, binds loopback only, answers every request with
 ``Connection: close`` (no idle keep-alive threads to wait for), and stops by itself when its ``with`` block ends:
 scripted delays wake up at once on stop, and handler threads are joined with a bound.
@@ -36,15 +40,17 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
 import math
+import random
 import socket
 import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +61,8 @@ __all__ = [
     "Completion",
     "EmbeddingsReply",
     "ErrorReply",
+    "FaultRecord",
+    "FlakyReplies",
     "RawReply",
     "RecordedRequest",
     "Reply",
@@ -162,6 +170,90 @@ def malformed_json() -> RawReply:
 
 ReplyFn = Callable[[Any], Reply]
 """A reply computed from the request's parsed JSON body (None when the body is not JSON)."""
+
+
+# --- fault injection ---------------------------------------------------------------------------------------
+FAULT_KINDS = ("429", "500", "503_html", "timeout", "garbage", "truncated")
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    """One request `FlakyReplies` answered: which request (a digest of its JSON body), what it got, and when."""
+
+    body_key: str
+    kind: str  # "ok" or one of FAULT_KINDS
+    at_s: float  # time.monotonic() when the reply was chosen (before it was sent)
+    retry_after_s: float | None = None
+
+
+class FlakyReplies:
+    """A reply callable failing `failure_ratio` of requests with faults drawn from `kinds` (seeded, so the
+    sequence of faults is the same in every run), and answering the rest with `ok`.
+
+    - ``429``: `ErrorReply(429)` with ``Retry-After`` drawn from `retry_after_s` (a (low, high) range);
+    - ``500``: `ErrorReply(500)`; ``503_html``: a 503 whose body is an HTML page (a proxy's);
+    - ``timeout``: the `ok` reply, but `timeout_delay_s` late (set it above the client's timeout);
+    - ``garbage``: a 200 whose body is not JSON; ``truncated``: a 200 cut short mid-body.
+
+    `records` logs every request with what it got; `injected` counts faults by kind. Thread-safe (the server
+    calls it from one thread per connection)."""
+
+    def __init__(
+        self,
+        ok: ReplyFn | Reply,
+        *,
+        failure_ratio: float = 0.7,
+        seed: int = 0,
+        kinds: Sequence[str] = FAULT_KINDS,
+        retry_after_s: tuple[float, float] = (0.05, 0.2),
+        timeout_delay_s: float = 1.0,
+    ) -> None:
+        unknown = set(kinds) - set(FAULT_KINDS)
+        if unknown or not kinds:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {list(FAULT_KINDS)}")
+        if not 0.0 <= failure_ratio <= 1.0:
+            raise ValueError(f"failure_ratio must be within [0, 1], not {failure_ratio}")
+        self.ok = ok
+        self.failure_ratio = failure_ratio
+        self.kinds = tuple(kinds)
+        self.retry_after_s = retry_after_s
+        self.timeout_delay_s = timeout_delay_s
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.records: list[FaultRecord] = []
+        self.injected: Counter[str] = Counter()
+
+    def __call__(self, request: Any) -> Reply:
+        key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:16]
+        with self._lock:
+            fails = self._rng.random() < self.failure_ratio
+            kind = self._rng.choice(self.kinds) if fails else "ok"
+            retry_after = round(self._rng.uniform(*self.retry_after_s), 3) if kind == "429" else None
+            self.records.append(FaultRecord(key, kind, time.monotonic(), retry_after))
+            if fails:
+                self.injected[kind] += 1
+        if kind == "429":
+            return ErrorReply(429, retry_after_s=retry_after)
+        if kind == "500":
+            return ErrorReply(500)
+        if kind == "503_html":
+            return RawReply(
+                status=503, body=b"<html><body>503 Service Unavailable</body></html>", content_type="text/html"
+            )
+        if kind == "garbage":
+            return malformed_json()
+        if kind == "truncated":
+            return TruncatedReply()
+        reply = self.ok(request) if callable(self.ok) else self.ok
+        if kind == "timeout":
+            return dataclasses.replace(reply, delay_s=self.timeout_delay_s)
+        return reply
+
+    @property
+    def faults(self) -> int:
+        with self._lock:
+            return sum(self.injected.values())
+
 
 ScriptItem = Union[Reply, ReplyFn]  # noqa: UP007  (a runtime alias: `|` on a Callable alias fails at runtime)
 

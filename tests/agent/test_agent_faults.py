@@ -18,6 +18,9 @@ from ragmon.settings import load_settings
 from sinks import Store, open_store
 from sinks.errors import StoreError
 from tests.agent.test_agent_e2e import _encoded_requests
+from tests.faults import scenario_rows
+
+pytestmark = pytest.mark.faults  # also run by `pytest -m faults`; rows in the fault suite's summary table
 
 
 class FlakyStore:
@@ -92,8 +95,11 @@ def test_store_outage_keeps_accepting_into_the_log_and_loses_nothing(tmp_path: P
         assert flaky.refused_inserts >= 1 and _stored(flaky, acknowledged) == 0
         assert "ragmon_store_errors_total" in agent.render_prometheus()
         flaky.down.clear()  # the store is back: the backlog drains
-        assert _wait_stored(flaky, acknowledged) == len(acknowledged)
-        assert int(flaky.query("SELECT count() - uniqExact(span_id) AS d FROM spans")[0]["d"]) == 0
+        stored = _wait_stored(flaky, acknowledged)
+        duplicates = int(flaky.query("SELECT count() - uniqExact(span_id) AS d FROM spans")[0]["d"])
+        _record("store outage, then back", 40, flaky.refused_inserts, acknowledged, stored, duplicates)
+        assert stored == len(acknowledged)
+        assert duplicates == 0
     finally:
         agent.stop()
 
@@ -115,6 +121,25 @@ def test_full_log_refuses_with_retry_after_and_loses_nothing_acknowledged(tmp_pa
         assert {status for status, _ in refused} <= {429, 503}
         assert all(retry_after is not None for _, retry_after in refused)
         flaky.down.clear()
-        assert _wait_stored(flaky, acknowledged) == len(acknowledged)
+        stored = _wait_stored(flaky, acknowledged)
+        duplicates = int(flaky.query("SELECT count() - uniqExact(span_id) AS d FROM spans")[0]["d"])
+        _record("log full (1 MiB cap), store down", 100, len(refused), acknowledged, stored, duplicates)
+        assert stored == len(acknowledged)
     finally:
         agent.stop()
+
+
+def _record(scenario: str, tried: int, faults: int, acknowledged: set[str], stored: int, duplicates: int) -> None:
+    scenario_rows.record(
+        scenario_rows.ScenarioRow(
+            scenario=scenario,
+            unit="spans",
+            tried=tried,
+            faults=faults,
+            acknowledged=len(acknowledged),
+            stored=stored,
+            lost=len(acknowledged) - stored,
+            duplicates=duplicates,
+            note="agent in process (peak RSS not its own)",
+        )
+    )

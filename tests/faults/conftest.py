@@ -1,7 +1,8 @@
 """Fixtures for the fault and hostile-input suite: receivers on ephemeral 127.0.0.1 ports wired to a recording
 consumer, and the summary table printed at the end of the session (`pytest_terminal_summary`).
 
-Bigger sizes: ``RAGMON_FAULTS_LONG=1 pytest -m faults tests/faults``.
+Bigger sizes: ``RAGMON_FAULTS_LONG=1 pytest -m faults tests/faults`` (``RAGMON_FAULTS_HOLD_S`` sets the held-load
+duration alone). A second table lists one row per fault scenario (`scenario_rows`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from faults_support import LONG, TALLY, Recorder, Tally
 
 from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
+from tests.faults import scenario_rows
 
 MAX_BODY = 64 * 1024
 
@@ -51,6 +53,15 @@ def _alive(t: Tally) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _tally_summary(terminalreporter)
+    scenarios = scenario_rows.rows()
+    if scenarios:
+        terminalreporter.write_sep("=", "ragmon fault scenarios (one row per scenario)")
+        for line in scenario_rows.table(scenarios):
+            terminalreporter.write_line(line)
+
+
+def _tally_summary(terminalreporter: pytest.TerminalReporter) -> None:
     t = TALLY
     if not t.requests and not t.connections_held and not t.security_probes:
         return

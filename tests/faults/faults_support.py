@@ -21,6 +21,12 @@ HOST = "127.0.0.1"
 _ids = itertools.count(1)
 
 
+def suite_env_names() -> list[str]:
+    """The suite's own RAGMON_FAULTS_* variables. A ragmon process refuses unknown RAGMON_* settings, so they must
+    not reach the agents and workers the suite starts."""
+    return [name for name in os.environ if name.startswith("RAGMON_FAULTS_")]
+
+
 def scaled(short: int, long: int) -> int:
     """`short` by default, `long` with RAGMON_FAULTS_LONG=1."""
     return long if LONG else short

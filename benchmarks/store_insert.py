@@ -1,12 +1,15 @@
 """Store throughput: span inserts per method side by side (medians), then the report over a large fill.
 
     /work/venv/bin/python benchmarks/store_insert.py [--requests 10000] [--repeats 5] [--fill-rows 10000000]
-        [--otlp-bodies 100] [--only otlp,insert,report]
+        [--otlp-bodies 100] [--only otlp,insert,report] [--redaction on|off|compare]
 
 OTLP path (the product path since normalisation moved into SQL): pre-encoded request bodies of 100 traces × 5
 spans (the SDK's attribute names, captured question/passages/answer), sealed into envelopes and stored with one
 `Store.insert_otlp` per batch of `--otlp-bodies` bodies through `collectors.otlp_sql`'s views → `spans`,
 `span_content` → `spans_1m` → `spans_1h`; measured through chDB and through the loopback HTTP endpoint.
+`--redaction` sets the views' PII redaction (`collectors.sql_redaction`; the agent's default is on); `compare`
+stores the same batches with redaction off and on, in two databases, alternating which goes first, and prints
+wall and CPU (all threads: the engine runs in-process) per span side by side with their ratio.
 
 Insert methods (each into the real schema, with the per-minute materialised view attached):
 - `store.insert_spans` (chDB): SpanBatch lists → Arrow → ArrowStream, plus the dedup token — the product path;
@@ -23,6 +26,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ragmon.model import SPAN_COLUMNS
 from sinks import open_store
@@ -78,20 +82,51 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
         print(f"  {name:58s} {rate:>12,.0f} rows/s")
 
 
-def _install_real_sql(store: Store) -> object:
+def _redaction(mode: str) -> Any:
+    from collectors.sql_redaction import DEFAULT, DISABLED
+
+    return DEFAULT if mode == "on" else DISABLED
+
+
+def _install_real_sql(store: Store, redaction_mode: str = "on") -> object:
     from collectors import otlp_sql
 
+    redaction = _redaction(redaction_mode)
     store.install_otlp_ingest(
         otlp_sql.PROTO_SCHEMA,
         otlp_sql.PROTO_MESSAGE,
         otlp_sql.INPUT_COLUMNS,
-        otlp_sql.spans_select(store.otlp_input_table),
-        otlp_sql.content_select(store.otlp_input_table),
+        otlp_sql.spans_select(store.otlp_input_table, redaction=redaction),
+        otlp_sql.content_select(store.otlp_input_table, redaction=redaction),
     )
     return otlp_sql
 
 
-def bench_otlp(data_dir: str, bodies: int, repeats: int) -> None:
+def bench_redaction(data_dir: str, sealed: list[list[bytes]], spans: int) -> None:
+    """The same batches into two databases, redaction off and on, alternating which goes first per repeat."""
+    stores = {mode: open_store(data_dir, database=f"bench_redaction_{mode}") for mode in ("off", "on")}
+    for mode, store in stores.items():
+        _install_real_sql(store, mode)
+    wall: dict[str, list[float]] = {"off": [], "on": []}
+    cpu: dict[str, list[float]] = {"off": [], "on": []}
+    for i, batch in enumerate(sealed):
+        for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
+            w0, c0 = time.perf_counter(), time.process_time()
+            stores[mode].insert_otlp(batch, f"r{i}")
+            wall[mode].append(time.perf_counter() - w0)
+            cpu[mode].append(time.process_time() - c0)
+    print(f"redaction off vs on (email, card, phone), {len(sealed)} inserts of {spans} spans each, medians:")
+    for mode in ("off", "on"):
+        w, c = statistics.median(wall[mode]), statistics.median(cpu[mode])
+        print(f"  redaction {mode:3s}  {spans / w:>10,.0f} spans/s wall   {c / spans * 1e6:6.2f} µs CPU per span")
+    ratio_wall = statistics.median(wall["on"]) / statistics.median(wall["off"])
+    ratio_cpu = statistics.median(cpu["on"]) / statistics.median(cpu["off"])
+    print(f"  on / off: wall time × {ratio_wall:.2f}, CPU time × {ratio_cpu:.2f}")
+    for store in stores.values():
+        store.close()
+
+
+def bench_otlp(data_dir: str, bodies: int, repeats: int, redaction_mode: str = "on") -> None:
     traces_per_body = 100
     batches = []
     seq = 0
@@ -104,10 +139,16 @@ def bench_otlp(data_dir: str, bodies: int, repeats: int) -> None:
         batches.append(envelopes)
     spans = traces_per_body * 5 * bodies
     print(f"otlp: {bodies} bodies × {traces_per_body * 5} spans = {spans} spans per insert, median of {repeats}")
+    from collectors.otlp_sql import seal
+
+    sealed = [[seal(body, "acme", s) for body, s in batch] for batch in batches]
+    if redaction_mode == "compare":
+        bench_redaction(data_dir, sealed, spans)
+        return
+    print(f"  PII redaction in the views: {redaction_mode}")
     results = {}
     store = open_store(data_dir, database="bench_otlp")
-    otlp_sql = _install_real_sql(store)
-    sealed = [[otlp_sql.seal(body, "acme", s) for body, s in batch] for batch in batches]  # type: ignore[attr-defined]
+    _install_real_sql(store, redaction_mode)
     results["insert_otlp (chDB)"] = _median_rate(spans, repeats, lambda i: store.insert_otlp(sealed[i], f"b{i}"))
     stored = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans')}")[0]["n"]
     content = store.query(f"SELECT count() AS n FROM {store._ddl.table('span_content')}")[0]["n"]
@@ -117,7 +158,7 @@ def bench_otlp(data_dir: str, bodies: int, repeats: int) -> None:
     store.close()
     with ClickHouseHttpServer(data_dir) as server:
         remote = open_store(server.url, database="bench_otlp_http")
-        _install_real_sql(remote)
+        _install_real_sql(remote, redaction_mode)
         results["insert_otlp (clickhouse-connect → loopback HTTP)"] = _median_rate(
             spans, repeats, lambda i: remote.insert_otlp(sealed[i], f"h{i}")
         )
@@ -208,12 +249,15 @@ def main() -> None:
     parser.add_argument("--fill-rows", type=int, default=10_000_000)
     parser.add_argument("--otlp-bodies", type=int, default=100, help="request bodies (500 spans each) per insert")
     parser.add_argument("--only", default="otlp,insert,report", help="comma-separated parts to run")
+    parser.add_argument(
+        "--redaction", choices=("on", "off", "compare"), default="on", help="PII redaction in the OTLP views"
+    )
     args = parser.parse_args()
     parts = set(args.only.split(","))
     print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="ragmon-bench-") as data_dir:
         if "otlp" in parts:
-            bench_otlp(data_dir, args.otlp_bodies, args.repeats)
+            bench_otlp(data_dir, args.otlp_bodies, args.repeats, args.redaction)
         if "insert" in parts:
             bench_inserts(data_dir, args.requests, args.repeats)
         if args.fill_rows and "report" in parts:

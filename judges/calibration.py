@@ -103,6 +103,9 @@ def _report(rows: Sequence[LabelledRow], predictions: Sequence[bool], threshold:
 
 
 async def score_rows(judge: Judge, rows: Sequence[LabelledRow], concurrency: int = 8) -> list[float | None]:
+    prepare = getattr(judge, "prepare", None)
+    if callable(prepare):  # a judge that can batch its work ahead (the local judge's embeddings) does it once
+        await asyncio.to_thread(prepare, [r.sample for r in rows])
     slots = asyncio.Semaphore(concurrency)
 
     async def one(row: LabelledRow) -> float | None:

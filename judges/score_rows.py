@@ -1,9 +1,10 @@
 """Score rows: one dict per (trace, metric, judge version), shaped like `sinks.schema.SCORE_COLUMNS`.
 
-Rows carry a few keys the scores table does not have yet (see `EXTRA_SCORE_KEYS`): per-claim flags and evidence
-inside `claims`, the metric's `flags` (refusal, noncommittal, unparseable_verdicts), the number of judge calls, and
-the trace's sampling reason and inclusion probability (its weight is 1 / inclusion_probability). A store that
-lacks them drops them at its adapter (judges/store_adapter.py) instead of failing the insert.
+Rows carry keys the scores table has only from schema v3 on (see `EXTRA_SCORE_KEYS`): per-claim flags and evidence
+inside `claims` (stored as the parallel `claim_flags` / `claim_support` columns), the metric's `flags` (refusal,
+noncommittal, unparseable_verdicts), the number of judge calls, and the trace's sampling reason and inclusion
+probability (its weight is 1 / inclusion_probability). A store that lacks them drops them at its adapter
+(judges/store_adapter.py), counted, instead of failing the insert.
 
 Rows are plain JSON values (times as integer unix nanoseconds), because they wait in the queue file before they
 reach the store, and a re-sent row must be byte-identical to the first send.
@@ -18,7 +19,7 @@ from typing import Any
 from judges.queue import Lease
 from judges.types import MetricResult, Status
 
-# Keys the rows have beyond today's SCORE_COLUMNS (and claim fields beyond its (claim, verdict, reason) tuple).
+# Keys beyond the v1 scores table (and claim fields beyond its (claim, verdict, reason) tuple): schema v3 added them.
 EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability")
 EXTRA_CLAIM_KEYS = ("flag", "support")
 

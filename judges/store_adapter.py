@@ -5,9 +5,11 @@ The store is being reworked, so this module is the one place that knows its API:
 - `StorePayloadSource` reads a kept trace's payload with `Store.query` (the public read-only SELECT path; it pays
   for the SQL guard on every call). A store method `payload(tenant, trace_id)` — or a batched one — would replace
   it without touching the worker.
-- `StoreScoreSink` writes rows with `Store.insert_scores`, which rejects keys the scores table lacks. Until the
-  table has them, the sink projects each row onto the table's columns (`SCORE_COLUMNS`, per-claim fields onto
-  the `claims` tuple) and counts what it had to drop in `dropped_keys`, so nothing breaks and nothing is hidden.
+- `StoreScoreSink` writes rows with `Store.insert_scores`, which rejects keys the scores table lacks. The sink
+  projects each row onto the table's columns (`SCORE_COLUMNS`): per-claim fields go into the `claims` tuple where
+  it has them, else into a parallel `claim_<field>` array column (schema v3: `claim_flags`, `claim_support`).
+  Whatever the table still cannot take is counted in `dropped_keys`, so an older table breaks nothing and hides
+  nothing.
 
 Both call the synchronous store from worker threads, one call at a time (chDB runs one engine per process).
 """
@@ -81,6 +83,11 @@ class StorePayloadSource:
         )
 
 
+# Per-claim fields kept beside the `claims` tuple, each in its own array column (one entry per claim).
+_PARALLEL_CLAIM_COLUMNS = {"flag": "claim_flags", "support": "claim_support"}
+_CLAIM_DEFAULTS: dict[str, Any] = {"flag": "", "support": None}
+
+
 def _tuple_fields(ch_type: str) -> list[str]:
     """Member names of an `Array(Tuple(name Type, ...))` column type."""
     match = re.fullmatch(r"Array\(Tuple\((.*)\)\)", ch_type.strip())
@@ -116,8 +123,13 @@ class StoreScoreSink:
                 continue
             if key == "claims" and self._claim_fields:
                 claims = list(value or [])
-                for extra in {k for c in claims for k in c} - set(self._claim_fields):
-                    self.dropped_keys[f"claims.{extra}"] += 1
+                for extra in sorted({k for c in claims for k in c} - set(self._claim_fields)):
+                    parallel = _PARALLEL_CLAIM_COLUMNS.get(extra)
+                    if parallel in self._columns:
+                        # One entry per claim, in claim order, so claims[i] and claim_<field>[i] belong together.
+                        out[parallel] = [c.get(extra, _CLAIM_DEFAULTS.get(extra)) for c in claims]
+                    else:
+                        self.dropped_keys[f"claims.{extra}"] += 1
                 value = [{f: c.get(f, "") for f in self._claim_fields} for c in claims]
             out[key] = value
         return out

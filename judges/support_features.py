@@ -1,0 +1,190 @@
+"""The named features the local judge's claim-support model weighs (judges/local_model.py).
+
+Three groups, each a cue measured on labelled data rather than a proof of support:
+
+- lexical, per claim (judges/lexical.py): stem coverage over all passages and over the best passage sentence,
+  bigram coverage, the longest verbatim run, numbers and capitalised names the passages never mention, a negation
+  present on one side only, first/second person;
+- dialogue and answer cues, added in v2: the share of *all* the claim's words (stopwords kept, no stemming) that the
+  passages never use — chit-chat and hedges the content-word features cannot see —, a length-weighted coverage (long
+  words carry most of the content, a cheap stand-in for IDF), opinion and question cues (neither can be attributed
+  to a passage), and the whole answer's token overlap (the baseline's own cue, so the model starts from it);
+- semantic, only when an embedder is given (MiniLM): the best cosine between the claim and the passage sentences
+  that share the most stems with it — paraphrases ("vary from" / "range from") that share few stems.
+
+`FEATURE_SETS` names the feature list of each model variant; the judge records which one it used in its version,
+since changing it re-scales the metric.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from judges import lexical, text
+
+SentenceEmbedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
+
+LEXICAL_FEATURES = lexical.FEATURE_NAMES
+CUE_FEATURES = (
+    "novel_word_share",
+    "long_word_coverage",
+    "opinion",
+    "question",
+    "answer_overlap",
+    "answer_claims",
+)
+SEMANTIC_FEATURES = ("sim_sentence",)
+SEMANTIC_CANDIDATES = 3  # passage sentences per claim compared by embedding (the lexically closest)
+# Hinges max(0, x − knot) on the shares that matter most: a linear model over them is piecewise linear in each
+# share, so "all but one word found" and "every word found" can weigh differently (k-fold kappa on the fitting
+# split, MiniLM set: BEGIN 0.717 → 0.737, HaluEval 0.774 → 0.842).
+HINGE_KNOTS = (0.5, 0.8, 0.95)
+_HINGED = ("coverage", "sentence_coverage", "longest_run", "novel_word_share", "bigram_coverage", "answer_overlap")
+
+
+def hinge_name(feature: str, knot: float) -> str:
+    return f"{feature}_over_{knot}"
+
+
+def _hinges(features: Sequence[str]) -> tuple[str, ...]:
+    return tuple(hinge_name(f, k) for f in features for k in HINGE_KNOTS)
+
+
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "lexical": (*LEXICAL_FEATURES, *CUE_FEATURES, *_hinges(_HINGED)),
+    "minilm": (*LEXICAL_FEATURES, *CUE_FEATURES, *SEMANTIC_FEATURES, *_hinges((*_HINGED, *SEMANTIC_FEATURES))),
+}
+
+_LONG_WORD = 7  # characters: a stem this long is usually a content word that names something specific
+# Words that mark an opinion or a feeling: a claim about the speaker's taste is not attributable to a passage.
+OPINION_WORDS = frozenset(
+    {
+        "love",
+        "loved",
+        "favorite",
+        "favourite",
+        "believe",
+        "feel",
+        "fun",
+        "cool",
+        "awesome",
+        "amazing",
+        "enjoy",
+        "enjoyed",
+        "hope",
+        "wish",
+        "prefer",
+        "guess",
+        "wow",
+        "interesting",
+        "sounds",
+        "hate",
+        "agree",
+        "probably",
+        "maybe",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The passages prepared once per answer: the lexical index, the raw word set, and every passage sentence
+    with its content stems (the candidates for the semantic feature)."""
+
+    index: lexical.PassageIndex
+    passage_words: frozenset[str]
+    sentences: tuple[tuple[str, frozenset[str]], ...]
+
+    @classmethod
+    def build(cls, passages: Sequence[str]) -> Evidence:
+        words = frozenset(t for p in passages for t in text.tokens(p))
+        sentences = tuple((s, frozenset(text.content_tokens(s))) for p in passages for s in text.sentences(p))
+        return cls(lexical.PassageIndex.build(passages), words, sentences)
+
+    def candidates(self, claim: str) -> list[str]:
+        """The passage sentences sharing the most content stems with the claim (ties: passage order): the only ones
+        embedded, which bounds the embedding cost per claim whatever the passages' length."""
+        stems = set(text.content_tokens(claim))
+        ranked = sorted(range(len(self.sentences)), key=lambda i: (-len(stems & self.sentences[i][1]), i))
+        return [self.sentences[i][0] for i in ranked[:SEMANTIC_CANDIDATES]]
+
+
+def texts_to_embed(claims: Sequence[str], evidence: Evidence) -> list[str]:
+    """Every text `claim_features` will ask the embedder for, so a caller can embed many answers in one batch."""
+    out = list(claims)
+    for claim in claims:
+        out.extend(evidence.candidates(claim))
+    return out
+
+
+def novel_word_share(claim: str, passage_words: frozenset[str]) -> float:
+    """Share of the claim's distinct word tokens (stopwords kept, no stemming) that no passage uses."""
+    words = set(text.tokens(claim))
+    if not words:
+        return 0.0
+    return len(words - passage_words) / len(words)
+
+
+def long_word_coverage(claim: str, passage_stems: frozenset[str]) -> float:
+    """Coverage of the claim's long content stems (≥ 7 characters); 1.0 when it has none (nothing to miss)."""
+    long_stems = {s for s in text.content_tokens(claim) if len(s) >= _LONG_WORD}
+    if not long_stems:
+        return 1.0
+    return len(long_stems & passage_stems) / len(long_stems)
+
+
+def has_opinion(claim: str) -> float:
+    tokens = text.tokens(claim)
+    if any(t in OPINION_WORDS for t in tokens):
+        return 1.0
+    # "I think", "I like": the speaker's view; "like" alone is too often a preposition to count.
+    pairs = set(itertools.pairwise(tokens))
+    return 1.0 if pairs & {("i", "think"), ("i", "like"), ("i", "liked"), ("we", "think")} else 0.0
+
+
+def is_question(claim: str) -> float:
+    return 1.0 if claim.rstrip().endswith("?") else 0.0
+
+
+def _best_cosine(vector: Sequence[float], candidates: Sequence[Sequence[float]]) -> float:
+    """Max dot product: the embedder returns unit vectors, so this is the best cosine similarity."""
+    return max((sum(a * b for a, b in zip(vector, c, strict=True)) for c in candidates), default=0.0)
+
+
+def claim_features(
+    claims: Sequence[str],
+    answer: str,
+    evidence: Evidence,
+    embedder: SentenceEmbedder | None = None,
+) -> list[dict[str, float]]:
+    """Every feature of every claim of one answer, as name → value; the semantic one only with an embedder."""
+    # The baseline's own cue (lexical.overlap_baseline), on the word set already built.
+    answer_tokens = {t for t in text.tokens(answer) if t not in text.STOPWORDS}
+    answer_overlap = len(answer_tokens & evidence.passage_words) / len(answer_tokens) if answer_tokens else 0.0
+    out = []
+    for claim in claims:
+        row = dict(zip(LEXICAL_FEATURES, lexical.claim_features(claim, evidence.index).vector(), strict=True))
+        row["novel_word_share"] = novel_word_share(claim, evidence.passage_words)
+        row["long_word_coverage"] = long_word_coverage(claim, evidence.index.stems)
+        row["opinion"] = has_opinion(claim)
+        row["question"] = is_question(claim)
+        row["answer_overlap"] = answer_overlap
+        row["answer_claims"] = math.log(len(claims))
+        if embedder is not None:
+            candidates = evidence.candidates(claim)
+            vectors = embedder([claim, *candidates])
+            row["sim_sentence"] = _best_cosine(vectors[0], vectors[1:])
+        add_hinges(row)
+        out.append(row)
+    return out
+
+
+def add_hinges(row: dict[str, float]) -> None:
+    """The hinge features of whichever hinged features `row` has."""
+    for feature in (*_HINGED, *SEMANTIC_FEATURES):
+        if feature in row:
+            for knot in HINGE_KNOTS:
+                row[hinge_name(feature, knot)] = max(0.0, row[feature] - knot)

@@ -1,12 +1,12 @@
 """`ragmon migrate`: print or apply the store's schema for a single node or a named ClickHouse cluster.
 
 The statements come from the one schema source (`sinks.schema.migrations` for a `Topology`), so the cluster DDL
-(`ON CLUSTER`, `Replicated*` engines) and the embedded store's DDL can never drift apart. Applying goes through
-`sinks.Store.migrate`, the same ledger-guarded, re-runnable path the agent takes at start-up.
-
-Not generated yet (sinks/schema.py says so: "a Distributed layer on top is future work"): `Distributed` tables
-sharded by a hash of trace_id. Until `sinks.schema` produces them, `--cluster` yields replicated tables on every
-node of the cluster, one shard's worth of data per replica set.
+and the embedded store's DDL can never drift apart. With `--cluster NAME` every statement runs `ON CLUSTER NAME`:
+each data table is a `Replicated*MergeTree` `<table>_local` on every shard, under a `Distributed` table of the
+plain name sharded by `cityHash64(trace_id)`, and the rollup views are attached to the local tables (the layout is
+explained in `sinks/schema.py` and `deploy/README.md`). Applying goes through `sinks.Store.migrate`, the same
+ledger-guarded, re-runnable path the agent takes at start-up; the server named by `--clickhouse-url` queues the
+`ON CLUSTER` statements for every node (ClickHouse's distributed DDL, which needs Keeper).
 
 Argument definitions import only the standard library; the store is imported when the command runs.
 """
@@ -20,7 +20,11 @@ from typing import Any
 
 
 def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", metavar="NAME", help="a ClickHouse cluster (ON CLUSTER, Replicated engines)")
+    parser.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="a ClickHouse cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded by trace id",
+    )
     parser.add_argument("--database", default="ragmon", help="database name (default ragmon)")
     parser.add_argument("--print", dest="print_only", action="store_true", help="print the DDL, apply nothing")
     target = parser.add_mutually_exclusive_group()

@@ -76,11 +76,23 @@ def secret_values(k8s_docs: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return out
 
 
+def image_is_agent(container: dict[str, Any]) -> bool:
+    return bool(container["image"] == AGENT_IMAGE)
+
+
+# Downward-API fields the manifests read, with an example of the value a pod gets.
+POD_FIELDS = {"metadata.labels['apps.kubernetes.io/pod-index']": "2"}
+
+
 def container_env(container: dict[str, Any], secrets: dict[tuple[str, str], str]) -> dict[str, str]:
     env = {}
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = str(item["value"])
+        elif "fieldRef" in item["valueFrom"]:
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            assert path in POD_FIELDS, f"{item['name']}: {path} is not a pod field used here"
+            env[item["name"]] = POD_FIELDS[path]
         else:
             ref = item["valueFrom"]["secretKeyRef"]
             assert (ref["name"], ref["key"]) in secrets, f"{item['name']}: no Secret {ref['name']}/{ref['key']}"
@@ -143,9 +155,12 @@ def test_compose_services_images_ports_and_volumes(compose: dict[str, Any]) -> N
         for mapping in [*svc.get("ports", []), *svc.get("expose", [])]:
             assert container_ports(mapping) in AGENT_PORTS, f"{name}: {mapping} is not a port the agent listens on"
         assert_settings_env(env, f"compose service {name}")
-    # Each agent has its own data volume (one data directory has one owner).
+    # Each agent has its own data volume (one data directory has one owner) and, sharing one ClickHouse
+    # database, its own instance number.
     volumes = [svc["volumes"][0].split(":")[0] for svc in agents.values()]
     assert len(set(volumes)) == len(volumes)
+    instances = [compose_env(svc).get("RAGMON_AGENT__INSTANCE") for svc in agents.values()]
+    assert None not in instances and len(set(instances)) == len(instances), instances
     # Every service's image: the agent image or a pinned third-party one.
     for name, svc in services.items():
         image = svc["image"]
@@ -193,9 +208,9 @@ def test_grafana_provisioning_parses() -> None:
     import json
 
     grafana = DEPLOY / "docker" / "grafana"
-    (datasources,) = yaml.safe_load(
-        (grafana / "provisioning" / "datasources" / "clickhouse.yaml").read_text()
-    )["datasources"]
+    (datasources,) = yaml.safe_load((grafana / "provisioning" / "datasources" / "clickhouse.yaml").read_text())[
+        "datasources"
+    ]
     dashboard = json.loads((grafana / "dashboards" / "ragmon.json").read_text())
     for panel in dashboard["panels"]:
         assert panel["datasource"]["uid"] == datasources["uid"]
@@ -215,8 +230,19 @@ RESOLVERS = {
 }
 LB_KEYS = {"routing_key", "routing_attributes", "protocol", "resolver", "timeout", "sending_queue", "retry_on_failure"}
 OTLP_KEYS = {
-    "endpoint", "tls", "headers", "timeout", "compression", "sending_queue", "retry_on_failure", "balancer_name",
-    "keepalive", "write_buffer_size", "read_buffer_size", "wait_for_ready", "auth",
+    "endpoint",
+    "tls",
+    "headers",
+    "timeout",
+    "compression",
+    "sending_queue",
+    "retry_on_failure",
+    "balancer_name",
+    "keepalive",
+    "write_buffer_size",
+    "read_buffer_size",
+    "wait_for_ready",
+    "auth",
 }
 PIPELINE_KINDS = ("receivers", "processors", "exporters")
 
@@ -295,6 +321,11 @@ def test_k8s_every_container_has_requests_and_valid_ragmon_env(k8s_docs: list[di
             assert {"cpu", "memory"} <= set(requests), where
             env = container_env(container, secrets)
             assert_settings_env(env, where)
+            if where.startswith("StatefulSet/") and image_is_agent(container):
+                # Replicas share one ClickHouse database: each takes its own instance number from its ordinal.
+                assert (
+                    env.get("RAGMON_AGENT__INSTANCE") == POD_FIELDS["metadata.labels['apps.kubernetes.io/pod-index']"]
+                )
             image = container["image"]
             assert image == AGENT_IMAGE or COLLECTOR_IMAGE.match(image), f"{where}: {image}"
 

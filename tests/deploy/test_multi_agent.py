@@ -2,13 +2,16 @@
 (routing_key: traceID) would place them. No Collector binary installs here, so the router is a minimal one written
 in this test: it parses each OTLP/HTTP request with the official protobuf classes, splits the spans by a hash of
 their trace id and forwards each part to its agent. Senders deliberately scatter each trace's spans over several
-requests and threads, so only the router's hashing can bring a trace together on one agent."""
+requests and threads, so only the router's hashing can bring a trace together on one agent. The agents keep every
+trace (baseline rate 1), so each decision leaves a payload row: a trace decided twice, or by an agent missing some
+of its spans, would show."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import random
+import re
 import threading
 import time
 import urllib.error
@@ -35,6 +38,9 @@ SPANS_PER_TRACE = 5
 SPANS_PER_REQUEST = 12
 SENDERS = 3
 PROTOBUF = "application/x-protobuf"
+# Keep every trace, and wait for late spans longer than the senders take, so a decision sees the whole trace.
+SAMPLING = '{"policies": [{"type": "baseline", "rate": 1.0}], "decision_grace_s": 5}'
+_DECISIONS = re.compile(r"^ragmon_sampler_decisions_total\{[^}]*\} (\S+)$", re.MULTILINE)
 
 
 def agent_index(trace_id: bytes, agents: int) -> int:
@@ -135,6 +141,12 @@ def _same_head(a, b) -> bool:  # type: ignore[no-untyped-def]
     return bool(a.resource == b.resource) if isinstance(a, ResourceSpans) else bool(a.scope == b.scope)
 
 
+def decisions(agent: AgentProcess) -> int:
+    """The agent's sampler decisions so far, from its /metrics."""
+    with urllib.request.urlopen(f"{agent.otlp_http}/metrics", timeout=10) as response:
+        return int(sum(float(value) for value in _DECISIONS.findall(response.read().decode())))
+
+
 def make_traces(rng: random.Random) -> list[Span]:
     now = time.time_ns()
     spans = []
@@ -158,9 +170,9 @@ def make_traces(rng: random.Random) -> list[Span]:
 
 def request_of(spans: list[Span], service: str) -> bytes:
     resource = Resource(attributes=[KeyValue(key="service.name", value=AnyValue(string_value=service))])
-    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(resource=resource, scope_spans=[
-        ScopeSpans(spans=spans)
-    ])])
+    request = ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(resource=resource, scope_spans=[ScopeSpans(spans=spans)])]
+    )
     return request.SerializeToString()
 
 
@@ -169,7 +181,8 @@ def agents(tmp_path: Path) -> Iterator[list[AgentProcess]]:
     started: list[AgentProcess] = []
     try:
         for i in range(AGENTS):
-            started.append(AgentProcess(tmp_path / f"agent-{i}", grpc=False).start(timeout_s=120))
+            env = {"RAGMON_AGENT__SAMPLING": SAMPLING, "RAGMON_JUDGE__RUN_IN_AGENT": "false"}
+            started.append(AgentProcess(tmp_path / f"agent-{i}", extra_env=env, grpc=False).start(timeout_s=120))
         yield started
     finally:
         for agent in started:
@@ -233,3 +246,12 @@ def test_traces_land_whole_on_exactly_one_agent(agents: list[AgentProcess]) -> N
     assert set(per_trace.values()) == {SPANS_PER_TRACE}
     # Every agent received a share (the hash spreads 90 traces over 3 agents).
     assert all(rows for rows in stored)
+
+    # Every trace was decided once, by the agent that holds all its spans: its payload row is there and only there.
+    routed_traces = {i: {t for t, owner in owners.items() if owner == {i}} for i in range(AGENTS)}
+    for index, agent in enumerate(agents):
+        want = len(routed_traces[index])
+        assert agent.wait_for("SELECT uniqExact(trace_id) AS n FROM payloads", want, timeout_s=60) == want
+        kept = {r["trace_id"].lower() for r in agent.query("SELECT DISTINCT trace_id FROM payloads")}
+        assert kept == routed_traces[index]
+        assert decisions(agent) == want

@@ -1,0 +1,213 @@
+"""The dashboard in headless Chromium against an agent whose store the demo filled: the charts draw the data, a
+kept trace opens (waterfall, passages with scores, answer, per-claim verdicts), trace text with `<script>` shows as
+text, and the browser reports no Content-Security-Policy violation from the page's own files. Saves screenshots.
+
+Chromium is Debian's (`apt-get install -y chromium`), driven by Playwright at /usr/bin/chromium; Playwright's own
+browser downloads are never used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent.harness import REPO, AgentProcess
+from tests.dashboard.known_rows import HOSTILE
+from tests.dashboard.probe_app import FEATURE as PROBE_FEATURE
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Screenshots outlive the test's tmp_path (pytest prunes old basetemps): a fixed folder under the temp dir.
+SCREENSHOT_DIR = Path(os.environ.get("RAGMON_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "ragmon-dashboard"))
+KEY = "dashboard-test-key"
+OTHER_TENANT_KEY = "another-tenants-key"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# Collects CSP violations as the page meets them (init scripts are not subject to the page's policy).
+CSP_RECORDER = (
+    "window.__cspViolations = [];"
+    "document.addEventListener('securitypolicyviolation', e => window.__cspViolations.push("
+    "{directive: e.violatedDirective, source: e.sourceFile, blocked: e.blockedURI}));"
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)"
+    ),
+]
+
+
+def _run(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout_s, env=os.environ.copy()
+    )
+
+
+def _dashboard_json(agent: AgentProcess, name: str, **params: str) -> Any:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    request = urllib.request.Request(f"{agent.api}/api/dashboard/{name}?{query}", headers={"x-api-key": KEY})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _wait_until(condition: Any, what: str, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    data = tmp_path_factory.mktemp("dashboard") / "data"
+    started = time.monotonic()
+    demo = _run("-m", "ragmon.cli", "demo", "-n", "20", "--summary-only", "--data-dir", str(data))
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    phases = [f"demo {time.monotonic() - started:.0f} s"]
+    keys = json.dumps({"default": KEY, "someone-else": OTHER_TENANT_KEY})
+    process = AgentProcess(data, extra_env={"RAGMON_AGENT__API_KEYS": keys}, grpc=False).start(timeout_s=300)
+    phases.append(f"serve ready {time.monotonic() - started:.0f} s")
+    try:
+        probe = _run("-m", "tests.dashboard.probe_app", process.otlp_http, KEY, timeout_s=120)
+        assert probe.returncode == 0, probe.stderr[-3000:]
+        _wait_until(
+            lambda: any(t["feature"] == PROBE_FEATURE for t in _dashboard_json(process, "traces", since_s="3600")),
+            "the probe trace to be kept",
+        )
+        phases.append(f"probe kept {time.monotonic() - started:.0f} s")
+        _wait_until(lambda: _dashboard_json(process, "quality", since_s="3600")["series"], "judge scores")
+        phases.append(f"scores {time.monotonic() - started:.0f} s")
+        print("\nbrowser test set-up: " + ", ".join(phases))
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # a fresh profile per test
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1440, "height": 1000},
+        )
+        try:
+            page = context.new_page()
+            page.add_init_script(CSP_RECORDER)
+            page.errors = []  # type: ignore[attr-defined]
+            page.on("pageerror", lambda error: page.errors.append(str(error)))  # type: ignore[attr-defined]
+            yield page
+        finally:
+            context.close()
+
+
+def _plotted(page: Any, chart: str) -> list[dict[str, Any]]:
+    """The traces plotly drew in a chart div: name and the non-null values on the data axis."""
+    return page.evaluate(
+        """id => (document.getElementById(id).data || []).map(t => ({
+            name: t.name || '',
+            values: (t.orientation === 'h' ? t.x : t.y).filter(v => v !== null && !Number.isNaN(v)),
+        }))""",
+        chart,
+    )
+
+
+def _log_in(page: Any, agent: AgentProcess, key: str) -> None:
+    page.goto(f"{agent.api}/")
+    page.wait_for_selector("#login-form", state="visible", timeout=30_000)  # keys are configured: asks for one
+    page.fill("#login-key", key)
+    page.click("#login-form button[type=submit]")
+
+
+def test_dashboard_draws_the_demo_and_opens_a_kept_trace(agent: AgentProcess, page: Any) -> None:
+    _log_in(page, agent, "a-wrong-key")
+    page.wait_for_selector("#login-error:not([hidden])", timeout=30_000)
+    assert "not accepted" in page.text_content("#login-error")
+
+    page.fill("#login-key", KEY)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+
+    latency = _plotted(page, "chart-latency")
+    stages = {t["name"] for t in latency if t["values"]}
+    assert {"embed", "search", "generate", "request"} <= stages
+    assert all(v > 0 for t in latency for v in t["values"])
+    assert page.locator("#chart-latency g.trace.scatter path.point").count() > 0  # drawn, not only configured
+    assert all(t["values"] for t in _plotted(page, "chart-stages"))
+    assert sum(sum(t["values"]) for t in _plotted(page, "chart-cost")) > 0
+    quality = _plotted(page, "chart-quality")
+    assert quality and all(0 <= v <= 1 for t in quality for v in t["values"])
+    assert int(page.text_content(".kpi:first-child .kpi-value").replace(",", "")) >= 30
+
+    # The probe's text is shown as text: no element injected, no script run.
+    probe_row = page.locator("tr.trace-row", has_text="xss-probe").first
+    assert "<script>window.__pwned = 1</script>" in probe_row.text_content()
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    overview_shot = SCREENSHOT_DIR / "dashboard-overview.png"
+    page.screenshot(path=str(overview_shot), full_page=True)
+    print(f"\nscreenshot: {overview_shot}")
+
+    probe_row.click()
+    page.wait_for_selector("body[data-loaded=trace]", timeout=30_000)
+    passages = page.locator("#trace-passages li.passage")
+    assert passages.count() == 2
+    assert passages.first.locator(".passage-text").text_content() == "passage " + HOSTILE
+    assert page.text_content("#trace-answer") == "answer " + HOSTILE
+    assert page.text_content("#trace-question") == "question " + HOSTILE
+    assert page.locator("main script, main img, main iframe").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    waterfall = _plotted(page, "chart-waterfall")
+    assert len(waterfall[0]["values"]) == 4  # request, embed, search, generate
+
+    # A demo trace the judge scored: waterfall, passages with scores, answer, per-claim verdicts.
+    page.click("a.back")
+    page.wait_for_selector("body[data-loaded=overview]", timeout=30_000)
+    page.locator("tr.trace-row", has=page.locator("td .score")).first.click()
+    page.wait_for_selector("body[data-loaded=trace]", timeout=30_000)
+    assert len(_plotted(page, "chart-waterfall")[0]["values"]) >= 4
+    assert page.locator("#trace-passages .passage-score").count() > 0
+    assert page.text_content("#trace-answer").strip()
+    verdicts = page.locator("#trace-scores .claim .verdict").all_text_contents()
+    assert verdicts and all(v.strip() for v in verdicts)
+    trace_shot = SCREENSHOT_DIR / "dashboard-trace.png"
+    page.screenshot(path=str(trace_shot), full_page=True)
+    print(f"screenshot: {trace_shot}")
+
+    assert page.errors == []  # type: ignore[attr-defined]
+    violations = page.evaluate("window.__cspViolations")
+    # plotly.js tries to inject its map-trace (maplibre) stylesheet at load; the policy blocks it and nothing
+    # here draws maps. Nothing else may be refused, and never a script.
+    unexpected = [v for v in violations if not (v["directive"] == "style-src-elem" and "plotly" in v["source"])]
+    assert unexpected == []
+
+
+def test_another_tenants_key_sees_none_of_the_demo(agent: AgentProcess, page: Any) -> None:
+    _log_in(page, agent, OTHER_TENANT_KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    assert page.locator("tr.trace-row").count() == 0
+    assert page.text_content(".kpi:first-child .kpi-value").strip() == "0"
+    assert page.locator("#chart-latency .empty").count() == 1

@@ -27,8 +27,7 @@ def _loaded_after(statement: str, roots: tuple[str, ...]) -> list[str]:
 def test_registering_the_cli_command_loads_no_agent_dependencies() -> None:
     # `ragmon --help` builds every subcommand's parser: `ragmon alerts` must not pull numpy, httpx or the store.
     statement = (
-        "import argparse; from ragmon.agent.drift import cli; "
-        "cli.add_alerts_arguments(argparse.ArgumentParser())"
+        "import argparse; from ragmon.agent.drift import cli; cli.add_alerts_arguments(argparse.ArgumentParser())"
     )
     assert _loaded_after(statement, ("numpy", "httpx", "sinks", "collectors", "chdb")) == []
 

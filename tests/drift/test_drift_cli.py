@@ -74,8 +74,11 @@ def test_arguments_and_sql() -> None:
 
 
 def test_command_prints_json_and_filters_open(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    rows = [make("firing", "a", T0).to_row(False), make("firing", "b", T0).to_row(False),
-            make("resolved", "b", T0, T0 + 60).to_row(False)]
+    rows = [
+        make("firing", "a", T0).to_row(False),
+        make("firing", "b", T0).to_row(False),
+        make("resolved", "b", T0, T0 + 60).to_row(False),
+    ]
     # The store read is the boundary here (the store itself is tested in tests/sinks).
     monkeypatch.setattr(commands, "_read", lambda args, what, **params: rows)
     parser = argparse.ArgumentParser()

@@ -105,10 +105,20 @@ def test_resolves_with_the_same_id_after_recovery(traffic: Callable[..., Any], c
     epoch = clock.now_s
     fault = range(150, 170)
     source = traffic(minutes=260, seed=4, shape=lambda m: {"latency_ms": 1200.0} if m in fault else {})
-    config = AlertsConfig.model_validate({"default_rules": False, "settle_s": 0, "rules": [
-        {"name": "gen_latency", "signal": "latency_p95_ms", "scope": {"stages": ["generate"]},
-         "detector": {"type": "cusum", "min_count": 20}},
-    ]})
+    config = AlertsConfig.model_validate(
+        {
+            "default_rules": False,
+            "settle_s": 0,
+            "rules": [
+                {
+                    "name": "gen_latency",
+                    "signal": "latency_p95_ms",
+                    "scope": {"stages": ["generate"]},
+                    "detector": {"type": "cusum", "min_count": 20},
+                },
+            ],
+        }
+    )
     evaluator = AlertEvaluator(config, source, clock=clock)
     start_at(clock, epoch, 120, 0)
     records = evaluator.evaluate() + run_minutes(evaluator, clock, 140)
@@ -133,11 +143,27 @@ def test_cooldown_suppresses_a_quick_refire(traffic: Callable[..., Any], clock: 
         return {"latency_ms": 2000.0} if 150 <= minute < 155 or 158 <= minute < 175 else {}
 
     source = traffic(minutes=180, seed=5, shape=shape)
-    config = AlertsConfig.model_validate({"default_rules": False, "settle_s": 0, "rules": [
-        {"name": "gen_latency_static", "signal": "latency_p95_ms", "scope": {"stages": ["generate"]},
-         "detector": {"type": "threshold", "fire": 1200, "clear": 900, "fire_after": 1, "clear_after": 1,
-                      "cooldown_s": 600}},
-    ]})
+    config = AlertsConfig.model_validate(
+        {
+            "default_rules": False,
+            "settle_s": 0,
+            "rules": [
+                {
+                    "name": "gen_latency_static",
+                    "signal": "latency_p95_ms",
+                    "scope": {"stages": ["generate"]},
+                    "detector": {
+                        "type": "threshold",
+                        "fire": 1200,
+                        "clear": 900,
+                        "fire_after": 1,
+                        "clear_after": 1,
+                        "cooldown_s": 600,
+                    },
+                },
+            ],
+        }
+    )
     evaluator = AlertEvaluator(config, source, clock=clock)
     start_at(clock, epoch, 140, 0)
     records = evaluator.evaluate() + run_minutes(evaluator, clock, 40)
@@ -193,9 +219,7 @@ def test_saturation_evidence_shows_offered_against_effective_load(traffic: Calla
 
 def test_retrieval_score_shifts_are_caught_as_distribution_changes(traffic: Callable[..., Any], clock: Any) -> None:
     epoch = clock.now_s
-    source = traffic(
-        minutes=240, seed=8, shape=lambda m: {"top1_mean": 0.70, "gap_mean": 0.03} if m >= 200 else {}
-    )
+    source = traffic(minutes=240, seed=8, shape=lambda m: {"top1_mean": 0.70, "gap_mean": 0.03} if m >= 200 else {})
     evaluator = AlertEvaluator(AlertsConfig(settle_s=0), source, clock=clock)
     start_at(clock, epoch, 190, 0)
     records = evaluator.evaluate() + run_minutes(evaluator, clock, 40)
@@ -216,11 +240,13 @@ def test_retrieval_score_shifts_are_caught_as_distribution_changes(traffic: Call
 def test_judged_quality_is_sampling_weighted(clock: Any) -> None:
     source = InMemorySignalSource()
     # One window: an error trace kept at p = 1 scored 0.2, a baseline trace kept at p = 0.1 scored 0.9.
-    source.add_scores([
-        JudgedScore(clock.now_s + 1, "t-err", "faithfulness", 0.2, 1.0, tenant="a", feature="qa"),
-        JudgedScore(clock.now_s + 2, "t-ok", "faithfulness", 0.9, 0.1, tenant="a", feature="qa"),
-        JudgedScore(clock.now_s + 3, "t-fail", "faithfulness", None, 0.1, tenant="a", feature="qa"),  # judge failed
-    ])
+    source.add_scores(
+        [
+            JudgedScore(clock.now_s + 1, "t-err", "faithfulness", 0.2, 1.0, tenant="a", feature="qa"),
+            JudgedScore(clock.now_s + 2, "t-ok", "faithfulness", 0.9, 0.1, tenant="a", feature="qa"),
+            JudgedScore(clock.now_s + 3, "t-fail", "faithfulness", None, 0.1, tenant="a", feature="qa"),  # judge failed
+        ]
+    )
     [point] = source.series(SeriesQuery("faithfulness", ScopeKey("a", "qa", ""), clock.now_s, clock.now_s + 900, 900))
     assert point.value == pytest.approx((0.2 * 1 + 0.9 * 10) / 11)  # not the unweighted 0.55; the failure ignored
     assert point.count == pytest.approx(11**2 / 101)  # Kish effective sample size
@@ -286,10 +312,20 @@ def test_a_restarted_evaluator_re_emits_the_same_ids_and_the_dispatcher_drops_th
 ) -> None:
     epoch = clock.now_s
     source = traffic(minutes=180, seed=11, shape=lambda m: {"latency_ms": 2000.0} if m >= 150 else {})
-    config = AlertsConfig.model_validate({"default_rules": False, "settle_s": 0, "rules": [
-        {"name": "gen_latency_static", "signal": "latency_p95_ms", "scope": {"stages": ["generate"]},
-         "detector": {"type": "threshold", "fire": 1200, "clear": 900}},
-    ]})
+    config = AlertsConfig.model_validate(
+        {
+            "default_rules": False,
+            "settle_s": 0,
+            "rules": [
+                {
+                    "name": "gen_latency_static",
+                    "signal": "latency_p95_ms",
+                    "scope": {"stages": ["generate"]},
+                    "detector": {"type": "threshold", "fire": 1200, "clear": 900},
+                },
+            ],
+        }
+    )
     channel = RecordingChannel()
     dispatcher = Dispatcher({"log": channel})
     first = AlertEvaluator(config, source, clock=clock, sinks=[dispatcher])
@@ -329,9 +365,15 @@ def test_a_slow_slide_in_retrieval_scores_is_caught(traffic: Callable[..., Any],
         return {"top1_mean": 0.78 - 0.001 * max(0, minute - 200)}
 
     source = traffic(minutes=300, seed=13, shape=shape)
-    config = AlertsConfig.model_validate({"default_rules": False, "settle_s": 0, "rules": [
-        {"name": "top1_drift", "signal": "top1_score", "detector": {"type": "psi"}},
-    ]})
+    config = AlertsConfig.model_validate(
+        {
+            "default_rules": False,
+            "settle_s": 0,
+            "rules": [
+                {"name": "top1_drift", "signal": "top1_score", "detector": {"type": "psi"}},
+            ],
+        }
+    )
     evaluator = AlertEvaluator(config, source, clock=clock)
     start_at(clock, epoch, 190, 0)
     records = evaluator.evaluate() + run_minutes(evaluator, clock, 100)

@@ -201,8 +201,16 @@ def test_log_channel(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_channels_from_config(receiver: Any) -> None:
     config = AlertsConfig.model_validate(
-        {"channels": {"hook": {"type": "webhook", "url": receiver.url, "format": "slack",
-                               "headers": {"Authorization": "Bearer k"}}}}
+        {
+            "channels": {
+                "hook": {
+                    "type": "webhook",
+                    "url": receiver.url,
+                    "format": "slack",
+                    "headers": {"Authorization": "Bearer k"},
+                }
+            }
+        }
     )
     channels = build_channels(config)
     assert set(channels) == {"log", "hook"}

@@ -5,8 +5,9 @@
     evaluator = AlertEvaluator(config, source, sinks=[dispatcher, store_writer])
     evaluator.evaluate()                                              # every config.interval_s
 
-`source` implements `SignalSource` (see `signals.py` for what each signal means); `InMemorySignalSource` is the
-reference implementation used by the tests.
+`source` implements `SignalSource` (see `signals.py` for what each signal means): `StoreSignalSource` reads the
+store (`ragmon serve` runs it in `ragmon/agent/alerting.py`); `InMemorySignalSource` is the reference implementation
+used by the tests.
 
 Names are loaded on first use (PEP 562), so `ragmon --help` can register `ragmon alerts` (drift/cli.py, standard
 library only) without importing numpy or httpx.
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         SignalSource,
         WindowPoint,
     )
+    from ragmon.agent.drift.store_source import StoreSignalSource
 
 _EXPORTS: dict[str, str] = {
     "ALERT_EXTRA_COLUMNS": "ragmon.agent.drift.record",
@@ -80,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "ScopeKey": "ragmon.agent.drift.signals",
     "SeriesQuery": "ragmon.agent.drift.signals",
     "SignalSource": "ragmon.agent.drift.signals",
+    "StoreSignalSource": "ragmon.agent.drift.store_source",
     "ThresholdDetector": "ragmon.agent.drift.detectors",
     "Transition": "ragmon.agent.drift.detectors",
     "WebhookChannel": "ragmon.agent.drift.channels",
@@ -126,6 +129,7 @@ __all__ = [
     "ScopeKey",
     "SeriesQuery",
     "SignalSource",
+    "StoreSignalSource",
     "ThresholdDetector",
     "Transition",
     "WebhookChannel",

@@ -176,7 +176,13 @@ class AlertEvaluator:
             baseline_end_s = start_s - rule.baseline_lag_minutes * 60.0
             points = self.source.series(
                 SeriesQuery(
-                    rule.signal, key, baseline_end_s - rule.baseline_minutes * 60.0, baseline_end_s, step_s, rule.sla_ms
+                    rule.signal,
+                    key,
+                    baseline_end_s - rule.baseline_minutes * 60.0,
+                    baseline_end_s,
+                    step_s,
+                    rule.sla_ms,
+                    examples=False,
                 )
             )
             min_count = getattr(rule.detector, "min_count", 0.0)

@@ -1,0 +1,192 @@
+"""The alerting service inside `ragmon serve`: runs the drift rules over the store every `interval_s`, stores each
+alert state change in `alerts` and sends it to the rule's channels.
+
+    store ─▶ StoreSignalSource ─▶ AlertEvaluator ─┬▶ StoreAlertSink ─▶ alerts table
+                                                  └▶ Dispatcher ─▶ log, webhooks
+
+One background thread. Nothing here may stop the agent: a failing read is counted per rule by the evaluator, a
+failing alert insert is kept (bounded) and retried on the next run, a failing webhook is counted by the dispatcher,
+and an unexpected error in a run is counted and logged once per streak. Counters go to the agent's /metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from ragmon.agent.drift.channels import Dispatcher, build_dispatcher
+from ragmon.agent.drift.evaluator import AlertEvaluator
+from ragmon.agent.drift.record import AlertRecord
+from ragmon.agent.drift.rules import AlertsConfig
+from ragmon.agent.drift.signals import SignalSource
+from ragmon.agent.drift.store_source import StoreSignalSource
+
+log = logging.getLogger("ragmon.alerts")
+
+_PENDING_MAX = 1_000  # alert rows kept for a retry while the store refuses them
+
+
+class AlertStore(Protocol):
+    def insert_alerts(self, rows: Sequence[dict[str, Any]], dedup_token: str | None = None) -> str: ...
+
+
+class StoreAlertSink:
+    """Writes each record to the `alerts` table. Rows the store refuses wait (at most `max_pending`, oldest dropped
+    and counted) and go again, in order, with the next record or `flush()`. Never raises.
+
+    Rows fit today's table: the evidence, detector, trace ids ... are folded into `labels`
+    (`AlertRecord.to_row(extended=False)`), which `ragmon alerts` reads back."""
+
+    def __init__(self, store: AlertStore, *, max_pending: int = _PENDING_MAX) -> None:
+        self.store = store
+        self.pending: deque[AlertRecord] = deque()
+        self.max_pending = max_pending
+        self.stored = 0
+        self.errors = 0
+        self.dropped = 0
+        self.last_error = ""
+        self._lock = threading.Lock()
+
+    def deliver(self, record: AlertRecord) -> None:
+        with self._lock:
+            self.pending.append(record)
+            while len(self.pending) > self.max_pending:
+                self.pending.popleft()
+                self.dropped += 1
+            self._flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        rows = [record.to_row(extended=False) for record in self.pending]
+        try:
+            # No token: the store derives one from the rows, so the same rows sent again are dropped by the engine.
+            self.store.insert_alerts(rows)
+        except Exception as exc:
+            self.errors += 1
+            self.last_error = repr(exc)
+            if self.errors == 1 or self.errors % 100 == 0:
+                log.warning("could not store %d alert row(s), will retry: %r", len(rows), exc)
+            return
+        self.stored += len(rows)
+        self.pending.clear()
+
+
+class AlertingService:
+    """Runs the evaluator on a thread. `run_once()` is the same work, for tests and the demo."""
+
+    def __init__(
+        self,
+        config: AlertsConfig,
+        store: Any,
+        *,
+        source: SignalSource | None = None,
+        dispatcher: Dispatcher | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.store_sink = StoreAlertSink(store)
+        self.dispatcher = dispatcher or build_dispatcher(config)
+        self.evaluator = AlertEvaluator(
+            config,
+            source or StoreSignalSource(store),
+            clock=clock,
+            sinks=[self.store_sink, self.dispatcher],  # stored first: the table is the record of what happened
+        )
+        self.run_errors = 0
+        self._failing = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ragmon-alerts", daemon=True)
+
+    def start(self) -> AlertingService:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.run_once()
+            self._stop.wait(self.config.interval_s)
+
+    def run_once(self) -> list[AlertRecord]:
+        """One evaluation: retry alert rows the store refused, judge the windows that closed. Never raises."""
+        try:
+            self.store_sink.flush()
+            records = self.evaluator.evaluate()
+        except Exception as exc:  # the evaluator guards its own steps; this is the last line of defence
+            self.run_errors += 1
+            if not self._failing:
+                log.exception("alert evaluation failed: %r; counting further failures until one succeeds", exc)
+            self._failing = True
+            return []
+        self._failing = False
+        return records
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        self.store_sink.flush()
+        self.dispatcher.close()
+
+    # -- /metrics ------------------------------------------------------------------------------------------------
+    def render_prometheus(self) -> str:
+        stats = self.evaluator.stats
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(f"{name}{labels} {value}" for labels, value in samples)
+
+        metric("ragmon_alert_evaluations_total", "counter", "Alert evaluation runs.", [("", stats.runs)])
+        metric(
+            "ragmon_alert_evaluation_errors_total",
+            "counter",
+            "Alert evaluation runs that failed as a whole.",
+            [("", self.run_errors)],
+        )
+        metric(
+            "ragmon_alert_transitions_total",
+            "counter",
+            "Alerts opened and resolved.",
+            [('{state="firing"}', stats.fired), ('{state="resolved"}', stats.resolved)],
+        )
+        metric("ragmon_alerts_open", "gauge", "Alerts firing now.", [("", len(self.evaluator.open_alerts()))])
+        metric(
+            "ragmon_alert_source_errors_total",
+            "counter",
+            "Failed reads of a rule's signal, by rule.",
+            [(f'{{rule="{rule}"}}', n) for rule, n in sorted(stats.source_errors.items())],
+        )
+        metric(
+            "ragmon_alert_rows_total",
+            "counter",
+            "Alert rows for the alerts table, by outcome.",
+            [
+                ('{outcome="stored"}', self.store_sink.stored),
+                ('{outcome="pending"}', len(self.store_sink.pending)),
+                ('{outcome="dropped"}', self.store_sink.dropped),
+            ],
+        )
+        metric("ragmon_alert_store_errors_total", "counter", "Failed alert inserts.", [("", self.store_sink.errors)])
+        deliveries = []
+        for channel, channel_stats in sorted(self.dispatcher.stats.items()):
+            for result in ("delivered", "failed", "deduplicated"):
+                deliveries.append((f'{{channel="{channel}",result="{result}"}}', getattr(channel_stats, result)))
+        metric("ragmon_alert_deliveries_total", "counter", "Alert deliveries, by channel and result.", deliveries)
+        return "\n".join(lines) + "\n"
+
+
+def start_alerting(alerts: AlertsConfig, store: Any) -> AlertingService | None:
+    """The running service, or None when `[agent.alerts] enabled = false`."""
+    if not alerts.enabled:
+        return None
+    return AlertingService(alerts, store).start()

@@ -1,0 +1,238 @@
+"""The alerting service over a real store (embedded engine, a database per test): a latency shift written into the
+store raises an alert that lands in `alerts` (as `ragmon alerts` reads it) and reaches a real webhook on 127.0.0.1;
+a store or webhook that fails is counted, retried and never stops the service."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragmon.agent.alerting import AlertingService
+from ragmon.agent.drift import AlertsConfig
+from ragmon.agent.drift.cli import collapse_alert_rows
+from sinks import Store, open_store
+from sinks.synth import make_batch
+
+BASELINE_MINUTES = 60
+SHIFT_MINUTES = 10
+SLOWDOWN = 4.0
+
+
+class Hook:
+    """A webhook receiver on 127.0.0.1 answering with scripted statuses (then 200), keeping what it got."""
+
+    def __init__(self) -> None:
+        self.script: list[int] = []
+        self.bodies: list[Any] = []
+        self.lock = threading.Lock()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                with hook.lock:
+                    status = hook.script.pop(0) if hook.script else 200
+                    if status == 200:
+                        hook.bodies.append(body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    receiver = Hook()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def store(chdb_engine_dir: Path) -> Iterator[Store]:
+    opened = open_store(str(chdb_engine_dir), database=f"t_{uuid.uuid4().hex[:12]}")
+    yield opened
+    opened.close()
+
+
+def _config(hook_url: str, **overrides: Any) -> AlertsConfig:
+    """One latency rule sized for a test's hour of data (the defaults want a day of baseline)."""
+    return AlertsConfig.model_validate(
+        {
+            "interval_s": 0.05,
+            "settle_s": 0,
+            "default_rules": False,
+            "rules": [
+                {
+                    "name": "generate_latency",
+                    "signal": "latency_p95_ms",
+                    "scope": {"stages": ["generate"]},
+                    "channels": ["log", "hook"],
+                    "baseline_minutes": BASELINE_MINUTES,
+                    "baseline_lag_minutes": 0,
+                    "warmup_windows": SHIFT_MINUTES + 5,
+                    "detector": {"type": "cusum", "min_count": 5, "min_baseline_windows": 20},
+                }
+            ],
+            "channels": {
+                "hook": {
+                    "type": "webhook",
+                    "url": hook_url,
+                    "max_attempts": 2,
+                    "initial_backoff_s": 0.01,
+                    "deadline_s": 5,
+                }
+            },
+            **overrides,
+        }
+    )
+
+
+def _fill(store: Store) -> tuple[float, set[str]]:
+    """An hour and a quarter of traffic (one feature), the generate stage 4x slower in the last 10 minutes.
+    Returns the end of the data (minute-aligned) and the slowed traces."""
+    end_s = (int(time.time()) // 60 - 2) * 60
+    start_s = end_s - (BASELINE_MINUTES + 5 + SHIFT_MINUTES) * 60
+    shift_s = end_s - SHIFT_MINUTES * 60
+    batch = make_batch(
+        40 * (end_s - start_s) // 60,
+        seed=5,
+        start_ns=start_s * 10**9,
+        spread_s=end_s - start_s - 30,
+        features=("qa",),
+        error_rate=0.0,
+    )
+    slowed: set[str] = set()
+    for i in range(len(batch)):
+        if batch.stage[i] == "generate" and batch.start_time[i] >= shift_s * 10**9:
+            batch.duration_ms[i] *= SLOWDOWN
+            slowed.add(batch.trace_id[i])
+    assert max(batch.start_time) < end_s * 10**9
+    store.insert_spans(batch)
+    return float(end_s), slowed
+
+
+def _alert_rows(store: Store) -> list[dict[str, Any]]:
+    return store.read("SELECT * FROM alerts")
+
+
+def test_a_latency_shift_lands_in_the_alerts_table_and_the_webhook(store: Store, hook: Hook) -> None:
+    end_s, slowed = _fill(store)
+    service = AlertingService(_config(hook.url), store, clock=lambda: end_s)
+    records = service.run_once()
+    service.stop()
+
+    assert [r.state for r in records] == ["firing"]
+    [record] = records
+    assert (record.rule, record.feature, record.stage, record.metric) == (
+        "generate_latency",
+        "qa",
+        "generate",
+        "latency_p95_ms",
+    )
+    assert end_s - SHIFT_MINUTES * 60 < record.fired_at_s <= end_s  # fired inside the shifted minutes
+    assert record.current_value is not None and record.baseline_value is not None
+    assert record.current_value > 2 * record.baseline_value
+
+    [stored] = collapse_alert_rows(_alert_rows(store))  # what `ragmon alerts` prints
+    assert stored["alert_id"] == record.alert_id and stored["state"] == "firing"
+    assert stored["detector"] == "cusum" and stored["metric"] == "latency_p95_ms"
+    assert stored["evidence"]["baseline_windows"] >= 20 and "baseline_mean" in stored["evidence"]
+    assert stored["trace_ids"] and set(stored["trace_ids"]) <= slowed  # examples are the slow requests
+
+    [sent] = hook.bodies
+    assert sent["type"] == "ragmon.alert"
+    assert sent["alert"]["alert_id"] == record.alert_id and sent["alert"]["state"] == "firing"
+    assert service.dispatcher.stats["hook"].delivered == 1
+
+
+def test_the_next_run_does_not_fire_the_same_alert_again(store: Store, hook: Hook) -> None:
+    end_s, _ = _fill(store)
+    now = [end_s]
+    service = AlertingService(_config(hook.url), store, clock=lambda: now[0])
+    assert len(service.run_once()) == 1
+    now[0] += 60  # a minute later, no new data: nothing new to judge
+    assert service.run_once() == []
+    service.stop()
+    assert len(_alert_rows(store)) == 1 and len(hook.bodies) == 1
+
+
+class FlakyStore:
+    """The real store, except that alert inserts fail while `failing` is set."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.topology = store.topology
+        self.failing = True
+
+    def read(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        return self.store.read(sql, params)
+
+    def insert_alerts(self, rows: Any, dedup_token: str | None = None) -> str:
+        if self.failing:
+            raise ConnectionError("store unavailable")
+        return self.store.insert_alerts(rows, dedup_token)
+
+
+def test_a_failing_store_and_webhook_are_counted_retried_and_survived(store: Store, hook: Hook) -> None:
+    end_s, _ = _fill(store)
+    flaky = FlakyStore(store)
+    hook.script = [503, 503]  # both attempts of the first delivery fail
+    service = AlertingService(_config(hook.url), flaky, clock=lambda: end_s)
+
+    [record] = service.run_once()
+    assert _alert_rows(store) == []
+    assert service.store_sink.errors == 1 and len(service.store_sink.pending) == 1
+    assert service.dispatcher.stats["hook"].failed == 1 and hook.bodies == []
+    metrics = service.render_prometheus()
+    assert 'ragmon_alert_rows_total{outcome="pending"} 1' in metrics
+    assert "ragmon_alert_store_errors_total 1" in metrics
+    assert 'ragmon_alert_deliveries_total{channel="hook",result="failed"} 1' in metrics
+
+    flaky.failing = False  # the store is back: the next run stores the row it kept
+    service.run_once()
+    [stored] = collapse_alert_rows(_alert_rows(store))
+    assert stored["alert_id"] == record.alert_id
+    assert 'ragmon_alert_rows_total{outcome="stored"} 1' in service.render_prometheus()
+    # A failed delivery is not remembered, so the same record sent again (a replay) reaches the recovered webhook.
+    service.dispatcher.deliver(record)
+    assert [b["alert"]["alert_id"] for b in hook.bodies] == [record.alert_id]
+    service.stop()
+
+
+class BrokenReads(FlakyStore):
+    def read(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        raise ConnectionError("store unavailable")
+
+
+def test_the_thread_keeps_running_while_reads_fail(store: Store, hook: Hook) -> None:
+    service = AlertingService(_config(hook.url), BrokenReads(store), clock=time.time).start()
+    try:
+        deadline = time.monotonic() + 30
+        while service.evaluator.stats.runs < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert service.evaluator.stats.runs >= 3
+        assert service.evaluator.stats.source_errors["generate_latency"] >= 3
+        assert service._thread.is_alive()
+        assert 'ragmon_alert_source_errors_total{rule="generate_latency"}' in service.render_prometheus()
+    finally:
+        service.stop()
+    assert not service._thread.is_alive()

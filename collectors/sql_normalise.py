@@ -44,6 +44,10 @@ Decisions kept from the Python normaliser this replaces:
   attributes are read as scalars (`collectors.sql_values.scalar_text`): an array or kvlist there reads as empty.
 - content: captured text (`sql_dialects.CONTENT_KEYS`, prefixes, document text) plus exception stack traces,
   cut to `max_content_chars`.
+- redaction (`collectors.sql_redaction`, on by default): every value of `attributes` and `content` (so the
+  exception message, status message and stack trace too), and the span's name, user, session and error_type,
+  before the cut (a cut must not leave half an email behind). Ids, timestamps, numbers and the low-cardinality
+  labels (service, feature, model, provider, stage) are not redacted: they are not free text.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from typing import Final
 
 from collectors import sql_dialects as D
 from collectors.sql_pricing import cost_expression, price_rates
+from collectors.sql_redaction import DEFAULT as DEFAULT_REDACTION
+from collectors.sql_redaction import Redaction
 from collectors.sql_values import UINT32_MAX, all_of, prefix_regex, quote, raw, scalar_text, truncated, value_text
 from ragmon import attributes as A
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
@@ -194,14 +200,14 @@ def _documents(documents: list[D.Documents]) -> str:
     )
 
 
-def _common_columns() -> dict[str, str]:
-    """Final expressions of the columns spans and content share (over layer 2)."""
+def _common_columns(name: str) -> dict[str, str]:
+    """Final expressions of the columns spans and content share (over layer 2); `name`: the (redacted) name."""
     return {
         "tenant": "tenant",
         "trace_id": "trace_id",
         "span_id": "span_id",
         "parent_span_id": "parent_span_id",
-        "name": "name",
+        "name": name,
         # '' from a dialect: it names the span but there is no RAG stage (e.g. an agent or CHAIN span)
         "stage": "if(given_stage != '', given_stage, if(parent_span_id = '', 'request', 'other'))",
         "start_time": "fromUnixTimestamp64Nano(toInt64(start_ns))",  # absolute ticks: the zone is display only
@@ -239,7 +245,13 @@ def _count(dialects: list[D.DialectSql], field: str) -> str:
     return f"toUInt32(least(greatest(ifNull({_combined(dialects, field)}, 0), 0), {UINT32_MAX})) AS {field}"
 
 
-def spans_select(source_table: str, prices: PriceTable | None = None, *, max_attribute_chars: int = 4096) -> str:
+def spans_select(
+    source_table: str,
+    prices: PriceTable | None = None,
+    *,
+    max_attribute_chars: int = 4096,
+    redaction: Redaction = DEFAULT_REDACTION,
+) -> str:
     """A SELECT over `source_table` (the Null input table) returning exactly `SPAN_COLUMNS`, in order."""
     _check_limit("max_attribute_chars", max_attribute_chars)
     prices = prices if prices is not None else _shipped_prices()
@@ -250,14 +262,16 @@ def spans_select(source_table: str, prices: PriceTable | None = None, *, max_att
     exception_message = f"ifNull({_exception('exception.message')}, '')"
     attributes = _cut_map(
         # resource attributes first: the span's own keys win
-        f"mapUpdate(mapUpdate(mapApply((k, v) -> (substring(k, 4), ifNull(v, '')), "
-        f"mapFilter((k, v) -> startsWith(k, '{_RESOURCE_PREFIX}'), a)), "
-        f"{_kept(D.is_attribute('k', consumed))}), "
-        # added to the span's own attributes: status message, exception message (unless the span has one),
-        # gen_ai.retrieval.documents that are not a JSON list of documents; empty ones are left out
-        "mapFilter((k, v) -> v != '', map('otel.status_description', status_message, "
-        f"'exception.message', if(mapContains(a, 'exception.message'), '', {exception_message}), "
-        f"{quote(A.GEN_AI_RETRIEVAL_DOCUMENTS)}, {genai_documents})))",
+        redaction.map_values(
+            f"mapUpdate(mapUpdate(mapApply((k, v) -> (substring(k, 4), ifNull(v, '')), "
+            f"mapFilter((k, v) -> startsWith(k, '{_RESOURCE_PREFIX}'), a)), "
+            f"{_kept(D.is_attribute('k', consumed))}), "
+            # added to the span's own attributes: status message, exception message (unless the span has one),
+            # gen_ai.retrieval.documents that are not a JSON list of documents; empty ones are left out
+            "mapFilter((k, v) -> v != '', map('otel.status_description', status_message, "
+            f"'exception.message', if(mapContains(a, 'exception.message'), '', {exception_message}), "
+            f"{quote(A.GEN_AI_RETRIEVAL_DOCUMENTS)}, {genai_documents})))"
+        ),
         max_attribute_chars,
     )
     fields = [
@@ -275,6 +289,8 @@ def spans_select(source_table: str, prices: PriceTable | None = None, *, max_att
         "if(status_code = 2, '_OTHER', '')) AS error_type",
         _documents(documents),
         f"{attributes} AS attributes",
+        # The free-text scalars redacted by one expression (the redaction SQL is long, and planned on every insert)
+        f"arrayMap(t -> {redaction.sql('t')}, [name, user, session, error_type]) AS texts",
     ]
     # the price lookup is bound to `r` once (arrayMap over a one-element array), then read per rate
     cost = cost_expression(
@@ -285,12 +301,12 @@ def spans_select(source_table: str, prices: PriceTable | None = None, *, max_att
         search_units="search_units",
     )
     exprs = {
-        **_common_columns(),
+        **_common_columns("texts[1]"),
         "feature": "feature",
-        "user": "user",
-        "session": "session",
+        "user": "texts[2]",
+        "session": "texts[3]",
         "service": "service",
-        "error_type": "error_type",
+        "error_type": "texts[4]",
         "model": "model",
         "provider": "provider",
         "input_tokens": "input_tokens",
@@ -309,7 +325,9 @@ def spans_select(source_table: str, prices: PriceTable | None = None, *, max_att
     return _select(_select_list(SPAN_COLUMNS, exprs), _select(fields, _span_rows(source_table)))
 
 
-def content_select(source_table: str, *, max_content_chars: int = 65536) -> str:
+def content_select(
+    source_table: str, *, max_content_chars: int = 65536, redaction: Redaction = DEFAULT_REDACTION
+) -> str:
     """A SELECT returning exactly `CONTENT_COLUMNS`: only spans with captured content or retrieved documents."""
     _check_limit("max_content_chars", max_content_chars)
     dialects, consumed, documents = _dialects()
@@ -322,8 +340,10 @@ def content_select(source_table: str, *, max_content_chars: int = 65536) -> str:
     extra_filter = (f"{maybe_content} OR has(sp.events.name, 'exception')",)
     stacktrace = f"ifNull({_exception('exception.stacktrace')}, '')"
     content = _cut_map(
-        f"mapUpdate({_kept(D.is_content('k', consumed))}, "
-        f"mapFilter((k, v) -> v != '', map('exception.stacktrace', {stacktrace})))",
+        redaction.map_values(
+            f"mapUpdate({_kept(D.is_content('k', consumed))}, "
+            f"mapFilter((k, v) -> v != '', map('exception.stacktrace', {stacktrace})))"
+        ),
         max_content_chars,
     )
     fields = [
@@ -332,7 +352,7 @@ def content_select(source_table: str, *, max_content_chars: int = 65536) -> str:
         _documents(documents),
         f"{content} AS content",
     ]
-    exprs = {**_common_columns(), "content": "content"}
+    exprs = {**_common_columns(redaction.sql("name")), "content": "content"}
     return _select(
         _select_list(CONTENT_COLUMNS, exprs),
         _select(fields, _span_rows(source_table, extra_filter)),

@@ -454,9 +454,7 @@ class EmbedSpan(_ModelStage):
             _count_error("embed", exc)
 
 
-def _retrieval_attributes(
-    end: dict[str, Any], documents: Iterable[Any], text_key: str, *, health: bool = True
-) -> int:
+def _retrieval_attributes(end: dict[str, Any], documents: Iterable[Any], text_key: str, *, health: bool = True) -> int:
     """Record documents in rank order (ids/scores, texts if captured) and, with `health`, the rank-1 score and the
     similarity gap; return how many. Rerank output skips health: a reranker's scores are on its own scale, and
     the agent derives both figures from the documents whenever it needs them."""

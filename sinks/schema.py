@@ -1,9 +1,33 @@
 """The store's schema: every table, view and TTL, generated in one place, and the versioned migrations.
 
 `spans` columns come from `ragmon.model.SPAN_COLUMNS`; the other tables are declared here as (name, type) tuples
-so inserts (`arrow.py`) and DDL share one definition. DDL is produced for a `Topology`: today a single node (chDB
-or one ClickHouse server); with `cluster` set, the same source yields `ON CLUSTER` statements and `Replicated*`
-engines (a `Distributed` layer on top is future work).
+so inserts (`arrow.py`) and DDL share one definition. DDL is produced for a `Topology`: a single node (chDB
+or one ClickHouse server), or with `cluster` set a sharded, replicated ClickHouse cluster (below).
+
+A cluster (`Topology(cluster=NAME)`, `ragmon migrate --cluster NAME`). Every statement runs `ON CLUSTER NAME`.
+Each data table becomes two: `<name>_local`, a `Replicated*MergeTree` on every node holding that shard's rows
+(Keeper path `/clickhouse/tables/{shard}/<db>/<name>_local`, replica `{replica}`: the server's macros), with the
+same columns, order, partitions and TTL as the single-node table; and `<name>`, a `Distributed` table over them
+that has no data of its own. Readers and writers keep using the plain names — the agent's queries, the OTLP
+views (`otlp_in` → `spans`, `span_content`) and the sampler's INSERT … SELECT into `payloads` all go through the
+`Distributed` tables, so no query knows whether it runs on one node or forty. Sharding keys (`SHARDING_KEYS`):
+`cityHash64(trace_id)` for everything that carries a trace id (spans, span_content, payloads, scores), so a
+trace's spans, its captured text, its payload and its scores live on one shard — a re-sent span meets its
+duplicate on the same ReplacingMergeTree and collapses there (per-trace reads can be pruned to one shard with
+`optimize_skip_unused_shards`).
+Alerts shard by `cityHash64(alert_id)` (deterministic, so a re-sent alert row collapses too); the rollups by
+their grouping key. The rollup views are *local*: `spans_1m_mv` is attached to `spans_local` on each shard and
+writes `spans_1m_local`, `spans_1h_mv` reads `spans_1m_local` and writes `spans_1h_local` — an insert through the
+`Distributed` `spans` lands on a shard's `spans_local`, whose views fire there. Each shard thus holds partial
+aggregate states; the `Distributed` `spans_1m`/`spans_1h` merge them at read time (the report merges states
+anyway, and DDSketch merges are lossless), so the report is exact across shards. `schema_migrations` is the one
+table without a shard: a single replica set spanning every node (no `{shard}` in its path), so an agent on any
+node sees what `ragmon migrate` applied. Inserts through a `Distributed` table carry the deduplication token to
+each shard's part of the batch (the split is deterministic, so a re-sent batch splits the same way; checked
+here through a one-shard `Distributed` table only, `tests/deploy/cluster_sim.py`); deploy the
+agents' ClickHouse user with `distributed_foreground_insert = 1` (`deploy/clickhouse/`) so an acknowledged
+insert is on the shards, not in a node's forwarding queue. v2's rebuild of a key-first minute rollup has no
+cluster variant: the cluster layout is created time-first from v1 on, so there is nothing to rebuild.
 
 Re-sent batches. The writer passes a deterministic `insert_deduplication_token` per batch (see `store.py`), so a
 batch the agent re-sends after a crash is dropped by the engine. That needs `non_replicated_deduplication_window`
@@ -50,7 +74,7 @@ from dataclasses import dataclass
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from sinks.backend import quote_string
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -107,7 +131,7 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("metric", "LowCardinality(String)"),
     ("judge_version", "LowCardinality(String)"),
     ("value", "Nullable(Float64)"),  # NULL when undefined or the judge failed: never a silent 0
-    ("status", "LowCardinality(String)"),  # ok | error | unsupported | skipped
+    ("status", "LowCardinality(String)"),  # ok | unscorable | parse_error | llm_error | budget_exhausted | skipped
     ("explanation", "String"),
     ("claims", "Array(Tuple(claim String, verdict String, reason String))"),
     ("judge_model", "LowCardinality(String)"),
@@ -117,7 +141,16 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cost_usd", "Nullable(Float64)"),
     ("run_name", "LowCardinality(String)"),  # '' for online judging; a name for back-evaluation runs
     ("scored_at", "DateTime64(3)"),
+    # v3 (SCORE_COLUMNS_V3): what the judge flagged and what the trace weighs.
+    ("flags", "Array(LowCardinality(String))"),  # refusal | noncommittal | unparseable_verdicts
+    ("judge_calls", "UInt32"),  # judge calls behind this score (a repair retry is a second call)
+    ("claim_flags", "Array(LowCardinality(String))"),  # one per claim, parallel to `claims`: '' | unparseable
+    ("claim_support", "Array(Nullable(Float64))"),  # one per claim: the local judge's evidence; NULL from an LLM
+    ("sampling_reason", "LowCardinality(String)"),  # the first sampler policy that kept the trace
+    # P(the trace was kept and judged); its score stands for 1 / p traces of all traffic. NULL when unknown.
+    ("inclusion_probability", "Nullable(Float64)"),
 )
+SCORE_COLUMNS_V3 = SCORE_COLUMNS[-6:]
 
 ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
@@ -166,6 +199,21 @@ HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
 
+# A cluster's data tables: the name readers and writers use (a `Distributed` table) → its sharding key. Each has a
+# `<name>_local` replicated table per shard under it. One key per trace, so a trace is whole on one shard.
+LOCAL_SUFFIX = "_local"
+TRACE_SHARDING_KEY = "cityHash64(trace_id)"
+_ROLLUP_SHARDING_KEY = "cityHash64(tenant, feature, stage, model)"  # only the v2 backfill writes through it
+SHARDING_KEYS: dict[str, str] = {
+    "spans": TRACE_SHARDING_KEY,
+    CONTENT_TABLE: TRACE_SHARDING_KEY,
+    "payloads": TRACE_SHARDING_KEY,
+    "scores": TRACE_SHARDING_KEY,
+    "alerts": "cityHash64(alert_id)",
+    ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
+    HOUR_ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
+}
+
 # Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
 # listed too: a SELECT from a view reads its target table under the view's name.
 OTLP_SPANS_VIEW = "otlp_spans_mv"  # the views that normalise OTLP input (sinks.otlp_ingest)
@@ -182,6 +230,8 @@ TENANT_TABLES = (
     f"{ROLLUP_TABLE}_mv",
     HOUR_ROLLUP_TABLE,
     f"{HOUR_ROLLUP_TABLE}_mv",
+    # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
+    *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
 )
 
 
@@ -198,14 +248,42 @@ class Ddl:
         self.on_cluster = f" ON CLUSTER {quote_identifier(topology.cluster)}" if topology.cluster else ""
 
     def table(self, name: str) -> str:
+        """The name readers and writers use: on a cluster, the `Distributed` table for a sharded one."""
         return f"{self.db}.{quote_identifier(name)}"
+
+    def storage_name(self, name: str) -> str:
+        """The table that holds the rows: `<name>_local` for a sharded table on a cluster, else `name`."""
+        return name + LOCAL_SUFFIX if self.topology.cluster and name in SHARDING_KEYS else name
+
+    def local(self, name: str) -> str:
+        """The qualified storage table: what views attach to, TTLs and indexes live on."""
+        return self.table(self.storage_name(name))
 
     def engine(self, kind: str, table: str, *args: str) -> str:
         if self.topology.cluster:
-            path = f"'/clickhouse/tables/{{shard}}/{self.topology.database}/{table}'"
+            # Sharded tables: one replica set per shard. The rest (the migration ledger): one for the cluster.
+            shard = "{shard}/" if table in SHARDING_KEYS else ""
+            path = f"'/clickhouse/tables/{shard}{self.topology.database}/{self.storage_name(table)}'"
             replica = "'{replica}'"
             return f"Replicated{kind}({', '.join((path, replica, *args))})"
         return f"{kind}({', '.join(args)})"
+
+    def distributed(self, name: str) -> list[str]:
+        """On a cluster, the `Distributed` table `name` over every shard's `<name>_local` (same columns, taken
+        from the local table); nothing on a single node, where `name` is the storage table itself."""
+        if not self.topology.cluster:
+            return []
+        cluster, database = quote_identifier(self.topology.cluster), self.db
+        local = quote_identifier(self.storage_name(name))
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.table(name)}{self.on_cluster} AS {self.local(name)}\n"
+            f"ENGINE = Distributed({cluster}, {database}, {local}, {SHARDING_KEYS[name]})"
+        ]
+
+    def alter_columns(self, name: str, clause: str) -> list[str]:
+        """A column change on the storage table and, on a cluster, on the `Distributed` table over it."""
+        names = [self.local(name), *([self.table(name)] if self.topology.cluster else [])]
+        return [f"ALTER TABLE {table}{self.on_cluster} {clause}" for table in names]
 
     def dedup_settings(self) -> str:
         # Replicated tables deduplicate by default (replicated_deduplication_window); plain MergeTree needs a window.
@@ -227,7 +305,7 @@ class Ddl:
         settings: str = "",
     ) -> str:
         body = ",\n    ".join((*(f"{quote_identifier(c)} {t}" for c, t in columns), *extra))
-        parts = [f"CREATE TABLE IF NOT EXISTS {self.table(name)}{self.on_cluster} (\n    {body}\n)"]
+        parts = [f"CREATE TABLE IF NOT EXISTS {self.local(name)}{self.on_cluster} (\n    {body}\n)"]
         parts.append(f"ENGINE = {engine}")
         if partition_by:
             parts.append(f"PARTITION BY {partition_by}")
@@ -318,8 +396,9 @@ def _v1(ddl: Ddl, r: Retention) -> list[str]:
     )
     rollup = minute_rollup_table(ddl, r, ROLLUP_TABLE)
     rollup_view = (
+        # On a cluster: attached to each shard's spans_local, writing that shard's spans_1m_local.
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
-        f" TO {ddl.table(ROLLUP_TABLE)} AS\n"
+        f" TO {ddl.local(ROLLUP_TABLE)} AS\n"
         # Source columns are qualified (s.) because the output aliases reuse their names.
         "SELECT s.tenant AS tenant, s.feature AS feature, s.stage AS stage, s.model AS model,\n"
         "    toStartOfMinute(toDateTime(s.start_time)) AS minute,\n"
@@ -329,15 +408,27 @@ def _v1(ddl: Ddl, r: Retention) -> list[str]:
         "    sum(s.input_tokens) AS input_tokens, sum(s.output_tokens) AS output_tokens,\n"
         "    sum(s.cached_input_tokens) AS cached_input_tokens,\n"
         "    sum(ifNull(s.cost_usd, 0)) AS cost_usd, countIf(s.cost_usd IS NOT NULL) AS cost_known\n"
-        f"FROM {ddl.table('spans')} AS s\n"
+        f"FROM {ddl.local('spans')} AS s\n"
         "GROUP BY tenant, feature, stage, model, minute"
     )
-    return [spans, payloads, scores, alerts, rollup, rollup_view]
+    return [
+        spans,
+        *ddl.distributed("spans"),
+        payloads,
+        *ddl.distributed("payloads"),
+        scores,
+        *ddl.distributed("scores"),
+        alerts,
+        *ddl.distributed("alerts"),
+        rollup,
+        *ddl.distributed(ROLLUP_TABLE),
+        rollup_view,
+    ]
 
 
-def hour_rollup_select(ddl: Ddl) -> str:
-    """Minute rows → hour rows, merging the quantile states (lossless for DDSketch); the hourly view's query and
-    the v2 backfill."""
+def hour_rollup_select(ddl: Ddl, source: str | None = None) -> str:
+    """Minute rows → hour rows, merging the quantile states (lossless for DDSketch); the hourly view's query (over
+    the storage table, `ddl.local`) and the v2 backfill (`source`: the whole cluster's minutes)."""
     return (
         "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model,\n"
         "    toStartOfHour(m.minute) AS hour,\n"
@@ -347,7 +438,7 @@ def hour_rollup_select(ddl: Ddl) -> str:
         "    sum(m.input_tokens) AS input_tokens, sum(m.output_tokens) AS output_tokens,\n"
         "    sum(m.cached_input_tokens) AS cached_input_tokens,\n"
         "    sum(m.cost_usd) AS cost_usd, sum(m.cost_known) AS cost_known\n"
-        f"FROM {ddl.table(ROLLUP_TABLE)} AS m\n"
+        f"FROM {source or ddl.local(ROLLUP_TABLE)} AS m\n"
         "GROUP BY tenant, feature, stage, model, hour"
     )
 
@@ -362,7 +453,6 @@ class Step:
 
 
 def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
-    spans = f"ALTER TABLE {ddl.table('spans')}{ddl.on_cluster}"
     # A v1 store's minute rollup is key-first (see ROLLUP_ORDER): copy it into a time-first table and swap them.
     # Guarded by the live table's key, every step is safe to re-run after a crash at any point.
     old_key = (
@@ -370,15 +460,20 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
         f" AND name = '{ROLLUP_TABLE}' AND sorting_key != '{ROLLUP_ORDER}'"
     )
     minutes, rebuilt = ddl.table(ROLLUP_TABLE), ddl.table(ROLLUP_TABLE + "_rebuilt")
-    rebuild: list[str | Step] = [
-        Step(f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}", old_key),
-        Step(minute_rollup_table(ddl, r, ROLLUP_TABLE + "_rebuilt"), old_key),
-        Step(f"TRUNCATE TABLE {rebuilt}{ddl.on_cluster}", old_key),
-        Step(f"INSERT INTO {rebuilt} SELECT * FROM {minutes}", old_key),
-        Step(f"EXCHANGE TABLES {minutes} AND {rebuilt}{ddl.on_cluster}", old_key),
-        f"DROP TABLE IF EXISTS {rebuilt}{ddl.on_cluster}",
-        _v1(ddl, r)[-1],  # the per-minute view again (CREATE … IF NOT EXISTS)
-    ]
+    # A cluster is created time-first by v1 (this layout is newer than the key-first order): nothing to rebuild.
+    rebuild: list[str | Step] = (
+        []
+        if ddl.topology.cluster
+        else [
+            Step(f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}", old_key),
+            Step(minute_rollup_table(ddl, r, ROLLUP_TABLE + "_rebuilt"), old_key),
+            Step(f"TRUNCATE TABLE {rebuilt}{ddl.on_cluster}", old_key),
+            Step(f"INSERT INTO {rebuilt} SELECT * FROM {minutes}", old_key),
+            Step(f"EXCHANGE TABLES {minutes} AND {rebuilt}{ddl.on_cluster}", old_key),
+            f"DROP TABLE IF EXISTS {rebuilt}{ddl.on_cluster}",
+            _v1(ddl, r)[-1],  # the per-minute view again (CREATE … IF NOT EXISTS)
+        ]
+    )
     content = ddl.create_table(
         CONTENT_TABLE,
         (
@@ -405,24 +500,44 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
     )
     hour_table = ddl.table(HOUR_ROLLUP_TABLE)
     # Start-up runs migrations before any insert, so backfill-then-view loses nothing; the emptiness guard makes a
-    # re-run after a crash between the two statements a no-op instead of a double count.
-    backfill = f"INSERT INTO {hour_table}\n{hour_rollup_select(ddl)}\nHAVING (SELECT count() FROM {hour_table}) = 0"
+    # re-run after a crash between the two statements a no-op instead of a double count. On a cluster it reads
+    # every shard's minutes and writes through the Distributed hour table (one statement, not one per shard).
+    backfill = (
+        f"INSERT INTO {hour_table}\n{hour_rollup_select(ddl, ddl.table(ROLLUP_TABLE))}\n"
+        f"HAVING (SELECT count() FROM {hour_table}) = 0"
+    )
     hour_view = (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(HOUR_ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
-        f" TO {hour_table} AS\n{hour_rollup_select(ddl)}"
+        f" TO {ddl.local(HOUR_ROLLUP_TABLE)} AS\n{hour_rollup_select(ddl)}"
     )
     return [
-        f"{spans} ADD COLUMN IF NOT EXISTS ingest_seq UInt64",
+        *ddl.alter_columns("spans", "ADD COLUMN IF NOT EXISTS ingest_seq UInt64"),
         # The sampler reads `WHERE ingest_seq BETWEEN a AND b` on recent data: fresh parts hold narrow seq ranges.
-        f"{spans} ADD INDEX IF NOT EXISTS idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
-        f"ALTER TABLE {ddl.table('payloads')}{ddl.on_cluster}"
-        " ADD COLUMN IF NOT EXISTS sampling_reasons Array(LowCardinality(String)) AFTER sampling_reason",
+        f"ALTER TABLE {ddl.local('spans')}{ddl.on_cluster}"
+        " ADD INDEX IF NOT EXISTS idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
+        *ddl.alter_columns(
+            "payloads",
+            "ADD COLUMN IF NOT EXISTS sampling_reasons Array(LowCardinality(String)) AFTER sampling_reason",
+        ),
         content,
+        *ddl.distributed(CONTENT_TABLE),
         *rebuild,
         hours,
+        *ddl.distributed(HOUR_ROLLUP_TABLE),
         backfill,
         hour_view,
     ]
+
+
+def _v3(ddl: Ddl) -> list[str]:
+    """The scores columns v1 lacked (a fresh store has them from v1, so these are no-ops there). Additive: older
+    rows read the defaults — no flags, no claim evidence, an unknown inclusion probability (NULL)."""
+    previous = SCORE_COLUMNS[SCORE_COLUMNS.index(SCORE_COLUMNS_V3[0]) - 1][0]
+    statements = []
+    for name, ch_type in SCORE_COLUMNS_V3:
+        statements += ddl.alter_columns("scores", f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {previous}")
+        previous = name
+    return statements
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +553,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
     return [
         Migration(1, "spans, payloads, scores, alerts, per-minute rollup", tuple(_v1(ddl, retention))),
         Migration(2, "ingest_seq, span_content, sampling_reasons, hourly rollup", tuple(_v2(ddl, retention))),
+        Migration(3, "scores: flags, judge calls, per-claim flags and support, sampling weight", tuple(_v3(ddl))),
     ]
 
 
@@ -463,6 +579,7 @@ def ttl_expression(table: str, retention: Retention) -> str:
 
 
 def retention_statement(topology: Topology, table: str, retention: Retention) -> str:
-    """ALTER … MODIFY TTL for one table; metadata only (the caller sets materialize_ttl_after_modify = 0)."""
+    """ALTER … MODIFY TTL for one table (on a cluster: its `_local` tables, where rows and TTLs live); metadata
+    only (the caller sets materialize_ttl_after_modify = 0)."""
     ddl = Ddl(topology)
-    return f"ALTER TABLE {ddl.table(table)}{ddl.on_cluster} MODIFY TTL {ttl_expression(table, retention)}"
+    return f"ALTER TABLE {ddl.local(table)}{ddl.on_cluster} MODIFY TTL {ttl_expression(table, retention)}"

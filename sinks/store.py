@@ -32,6 +32,7 @@ from sinks import otlp_ingest
 from sinks.arrow import to_rows, to_table
 from sinks.backend import Backend
 from sinks.errors import StoreError
+from sinks.quality import assemble_quality, quality_sql
 from sinks.queries import assemble_report, report_sql, tenant_filter_settings
 from sinks.sampler_sql import copy_payloads_sql, kept_count_sql, recent_p95_sql, trace_fragments_sql
 from sinks.schema import (
@@ -304,6 +305,12 @@ class Store:
     def _select(self, sql: str, params: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
         return to_rows(self.backend.select(sql, params, **kwargs))
 
+    def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of ragmon's own read-side SQL (the drift signals in `ragmon.agent.drift.store_source`) — trusted
+        text, unlike a user's `query` — on the read-only connection, so on the embedded engine it never waits
+        behind the writer's inserts."""
+        return self._select(sql, params, readonly=True)
+
     def report(
         self, since_s: float, *, feature: str | None = None, tenant: str | None = None, now_s: float | None = None
     ) -> list[dict[str, Any]]:
@@ -313,6 +320,16 @@ class Store:
         end_s = int(time.time() if now_s is None else now_s)
         sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant)
         return assemble_report(self._select(sql, params))
+
+    def quality(
+        self, since_s: float, *, feature: str | None = None, tenant: str | None = None, now_s: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Judged quality per (feature, day, metric, judge version) over the last `since_s` seconds: over the kept
+        traces and weighted back to all traffic, with 95 % intervals (`sinks.quality`)."""
+        end_s = int(time.time() if now_s is None else now_s)
+        settings = tenant_filter_settings(self.topology, tenant) if tenant is not None else None
+        sql = quality_sql(end_s - int(since_s), end_s, feature, self._ddl.table("scores"))
+        return assemble_quality(self._select(sql, settings=settings, readonly=True))
 
     def query(
         self, sql: str, params: Mapping[str, Any] | None = None, *, tenant: str | None = None, max_rows: int = 10_000

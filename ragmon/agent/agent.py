@@ -23,9 +23,13 @@ from typing import IO, Any
 from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from collectors.auth import ApiKeyAuth
 from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, spans_select
+from collectors.sql_redaction import Redaction
 from collectors.wal import WriteAheadLog
+from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
+from ragmon.agent.dashboard import create_dashboard
 from ragmon.agent.decisions import DecisionSink
+from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.sampling import Sampler, SamplerConfig
 from ragmon.agent.writer import StoreWriter
@@ -93,6 +97,9 @@ class Agent:
         self.settings = settings
         agent = settings.agent
         self.sampler_config = SamplerConfig.model_validate(agent.sampling)  # fail fast on a bad config
+        self.alerts_config = AlertsConfig.model_validate(agent.alerts)  # drift rules and channels, fail fast too
+        self.alerting: AlertingService | None = None
+        self.redaction = Redaction.from_settings(agent.redaction)  # names checked here, regexes by the engine
         self.data_dir = Path(agent.data_dir)
         self._lock = DataDirLock(self.data_dir) if store is None and not agent.clickhouse_url else None
         self._store = store
@@ -111,9 +118,16 @@ class Agent:
         try:
             self.store = self._store or open_store(agent.clickhouse_url or self.data_dir / "chdb")
             prices = load_price_table(self.settings.sdk.price_file)
+            # Before the views are (re)created: a bad pattern must stop start-up, not the first insert.
+            self.redaction.check(self.store.query)
             self.store.install_otlp_ingest(
-                PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, spans_select("otlp_in", prices), content_select("otlp_in")
+                PROTO_SCHEMA,
+                PROTO_MESSAGE,
+                INPUT_COLUMNS,
+                spans_select("otlp_in", prices, redaction=self.redaction),
+                content_select("otlp_in", redaction=self.redaction),
             )
+            log.info("PII redaction before storage: %s", self.redaction.fingerprint)
             self.wal = WriteAheadLog(
                 self.data_dir / "wal",
                 fsync=agent.fsync,
@@ -138,12 +152,15 @@ class Agent:
                 self.decisions,
                 self.data_dir / "state",
                 seq=IngestSeq(agent.instance),
+                batch_max_bytes=agent.insert_batch_max_bytes,
             )
             self.writer.recover()
             self.writer.start()
+            self.alerting = start_alerting(self.alerts_config, self.store)
             self._start_receivers()
             host, port = split_host_port(agent.api, "--api")
-            self.api = ApiServer(host, port, self._report, self._query, self.auth).start()
+            dashboard = create_dashboard(self.store, self.auth, bind_host=host)
+            self.api = ApiServer(host, port, self._report, self._query, self.auth, dashboard).start()
             if self._lock is not None:
                 self._lock.publish({"api": self.api.url})
         except BaseException:
@@ -190,6 +207,9 @@ class Agent:
         if writer is not None:
             writer.stop(timeout_s)
             self.decisions.flush()
+        if self.alerting is not None:
+            self.alerting.stop(timeout_s)
+            self.alerting = None
         judging = getattr(self, "judging", None)
         if judging is not None:
             judging.stop(timeout_s)
@@ -294,4 +314,5 @@ class Agent:
             "Kept traces whose text went to payloads.",
             [("", self.decisions.counts["payloads_copied"])],
         )
-        return "\n".join(lines) + "\n"
+        alerting = self.alerting.render_prometheus() if self.alerting is not None else ""
+        return "\n".join(lines) + "\n" + alerting

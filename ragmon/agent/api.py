@@ -4,6 +4,7 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
     GET  /health                                  {"status": "ok"}
     GET  /api/report?since_s=3600[&feature=F]     the report rows (see `ragmon report --json`)
     POST /api/query   {"sql": "SELECT …"}         rows as JSON objects; read-only, checked by the store
+    GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from collectors.auth import ApiKeyAuth
 from sinks.errors import QueryRejected, StoreError
+
+if TYPE_CHECKING:
+    from ragmon.agent.dashboard import Dashboard, Response
 
 log = logging.getLogger("ragmon.agent")
 
@@ -33,7 +37,15 @@ QueryFn = Callable[[str, "str | None"], list[dict[str, Any]]]  # sql, tenant
 
 
 class ApiServer:
-    def __init__(self, host: str, port: int, report: ReportFn, query: QueryFn, auth: ApiKeyAuth) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        report: ReportFn,
+        query: QueryFn,
+        auth: ApiKeyAuth,
+        dashboard: Dashboard | None = None,
+    ) -> None:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,6 +55,10 @@ class ApiServer:
                 url = urlsplit(self.path)
                 if url.path == "/health":
                     self._reply(200, {"status": "ok"})
+                    return
+                if api.dashboard is not None and api.dashboard.handles(url.path):
+                    headers = {name.lower(): value for name, value in self.headers.items()}
+                    self._send(api.dashboard.get(url.path, url.query, headers))
                     return
                 allowed, tenant = self._tenant()
                 if not allowed:
@@ -100,6 +116,14 @@ class ApiServer:
                     log.exception("API request failed")
                     self._reply(500, {"error": f"internal error: {type(exc).__name__}"})
 
+            def _send(self, response: Response) -> None:
+                self.send_response(response.status)
+                for name, value in response.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(response.body)))
+                self.end_headers()
+                self.wfile.write(response.body)
+
             def _reply(self, status: int, payload: Any) -> None:
                 body = json.dumps(payload, default=str).encode()
                 self.send_response(status)
@@ -115,6 +139,7 @@ class ApiServer:
         self.report = report
         self.query = query
         self.auth = auth
+        self.dashboard = dashboard
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="ragmon-api", daemon=True)

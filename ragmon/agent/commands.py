@@ -135,7 +135,67 @@ def report(args: argparse.Namespace) -> int:
         print(json.dumps(rows, default=str))
     else:
         print(format_report(rows))
+        print(_quality_section(args))
     return 0
+
+
+def _quality_section(args: argparse.Namespace) -> str:
+    """Judged quality over the same window, read with the query path (a running agent's API too). A store or
+    agent that cannot answer it (older schema, no scores table) costs this section, never the report."""
+    import time
+
+    from sinks.quality import assemble_quality, quality_sql
+
+    end_s = int(time.time())
+    sql = quality_sql(end_s - int(args.since), end_s, args.feature)
+    try:
+        rows = assemble_quality(_read(args, "query", sql=sql))
+    except CommandError as exc:
+        return f"\njudged quality: unavailable ({exc})"
+    return "\n" + format_quality(rows)
+
+
+def format_quality(rows: list[dict[str, Any]]) -> str:
+    """Per feature, day, metric and judge version: the mean over kept traces and the mean weighted back to all
+    traffic (1 / inclusion probability), each with its 95 % interval."""
+    if not rows:
+        return "judged quality: no scores in this window"
+    headers = ("feature", "day", "metric", "judge", "ok/judged", "kept mean [95% CI]", "all traffic [95% CI]", "flags")
+    table = [headers]
+    for row in rows:
+        weighted = row["weighted"]
+        flags = []
+        if row["refusals"]:
+            flags.append(f"{row['refusals']} refusal")
+        if row["unparseable"]:
+            flags.append(f"{row['unparseable']} unparseable")
+        if row["unknown_weight"]:
+            flags.append(f"{row['unknown_weight']} without weight")
+        table.append(
+            (
+                row["feature"],
+                row["day"],
+                row["metric"],
+                row["judge_version"],
+                f"{row['ok']}/{row['judged']}",
+                _estimate(row["kept"]),
+                _estimate(weighted) + (f" ≈{weighted['traffic']:.0f} traces" if weighted["mean"] is not None else ""),
+                ", ".join(flags) or "-",
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    out = ["judged quality (kept traces, and weighted back to all traffic)"]
+    out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    out.insert(2, "  ".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
+def _estimate(estimate: dict[str, Any]) -> str:
+    if estimate["mean"] is None:
+        return "-"
+    if estimate["ci_low"] is None:
+        return f"{estimate['mean']:.3f} [n<2]"
+    return f"{estimate['mean']:.3f} [{estimate['ci_low']:.3f}, {estimate['ci_high']:.3f}]"
 
 
 def format_report(rows: list[dict[str, Any]]) -> str:

@@ -18,19 +18,50 @@ def _ragmon(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_demo_stores_every_span_and_reports_per_feature_and_stage(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    demo = _ragmon("demo", "-n", "12", "--error", "search=0.3", "--data-dir", str(data))
+    demo = _ragmon("demo", "-n", "12", "--error", "search=0.3", "--norm-bug", "--data-dir", str(data))
     assert demo.returncode == 0, demo.stderr
     assert "report (what `ragmon report` shows):" in demo.stdout
     assert "tail sampler: kept the text of" in demo.stdout
     exported = int(demo.stdout.split("exported ")[1].split(" spans")[0])
-    # the agent has stopped: report and query open the embedded store directly
-    count = _ragmon("query", "SELECT count() AS n FROM spans", "--json", "--data-dir", str(data))
+    # the agent has stopped: report and query open the embedded store directly. The store also holds the demo's
+    # synthetic history hour (service ragmon-demo-history); the live run is service ragmon-demo.
+    count = _ragmon(
+        "query", "SELECT count() AS n FROM spans WHERE service = 'ragmon-demo'", "--json", "--data-dir", str(data)
+    )
     assert count.returncode == 0, count.stderr
     assert json.loads(count.stdout) == {"n": exported}
-    report = json.loads(_ragmon("report", "--json", "--data-dir", str(data)).stdout)
+    report = json.loads(_ragmon("report", "--since", "2h", "--json", "--data-dir", str(data)).stdout)
     search = [row for row in report if row["stage"] == "search"]
-    assert sum(row["requests"] for row in search) == 12
+    live_search = _ragmon(
+        "query",
+        "SELECT count() AS n FROM spans WHERE service = 'ragmon-demo' AND stage = 'search'",
+        "--json",
+        "--data-dir",
+        str(data),
+    )
+    assert json.loads(live_search.stdout) == {"n": 12}
     assert any(row["error_rate"] > 0 for row in search)  # injected search errors are counted
+    history = _ragmon(
+        "query",
+        "SELECT count() AS n FROM spans WHERE service = 'ragmon-demo-history' AND stage = 'request'",
+        "--json",
+        "--data-dir",
+        str(data),
+    )
+    assert json.loads(history.stdout) == {"n": 60 * 12}  # an hour of history at the live run's 12 requests a minute
+    assert sum(row["requests"] for row in search) == 12 + 60 * 12  # the report sees both
+
+    # The injected normalisation bug (query vectors no longer unit length) raised an alert, printed at the end and
+    # stored for `ragmon alerts`.
+    assert "drift: baseline = 60 min of synthetic history" in demo.stdout
+    alerts_section = demo.stdout.split("alerts the injected faults raised")[1]
+    assert "embedding_norm_jump" in alerts_section
+    assert alerts_section.rstrip().splitlines()[-1].startswith("dashboard: http://127.0.0.1:")
+    listed = _ragmon("alerts", "--json", "--data-dir", str(data))
+    assert listed.returncode == 0, listed.stderr
+    norm = [a for a in json.loads(listed.stdout) if a["rule"] == "embedding_norm_jump"]
+    assert norm and all(a["state"] == "firing" and a["stage"] == "embed" for a in norm)
+    assert all(a["current_value"] > 0.1 > a["baseline_value"] for a in norm)
     kept = _ragmon(
         "query",
         "SELECT count() AS n FROM payloads WHERE has(sampling_reasons, 'error')",

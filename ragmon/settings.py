@@ -80,6 +80,9 @@ class AgentSettings(_Section):
     api: str = "127.0.0.1:4320"  # report/query API (and, later, the dashboard)
     data_dir: Path = Path(".ragmon")
     clickhouse_url: str | None = None
+    # A ClickHouse cluster behind clickhouse_url, whose schema `ragmon migrate --cluster NAME` created: the agent
+    # then reads and writes the Distributed tables and keeps TTLs on their local tables.
+    clickhouse_cluster: str | None = None
     # Below 256 MiB: a request is one write-ahead-log record, whose offset must fit `ingest_seq` (agent/intake.py).
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=128 * 1024 * 1024)
     # Agents sharing one ClickHouse database need distinct instance numbers (the StatefulSet ordinal, say): each

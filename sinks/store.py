@@ -161,7 +161,7 @@ class Store:
         )
         engines = {row["name"]: row["engine_full"] for row in rows}
         for table, _, _ in TTL_COLUMNS:
-            if ttl_expression(table, self.retention) not in engines.get(table, ""):
+            if ttl_expression(table, self.retention) not in engines.get(self._ddl.storage_name(table), ""):
                 # Metadata only: old parts expire on their next merge instead of a rewrite of the table now.
                 self.backend.execute(
                     retention_statement(self.topology, table, self.retention),
@@ -360,6 +360,7 @@ def open_store(
     database: str = "ragmon",
     retention: Retention | None = None,
     migrate: bool = True,
+    cluster: str | None = None,
 ) -> Store:
     """Open (and by default migrate) a store.
 
@@ -369,6 +370,7 @@ def open_store(
     agent = getattr(target, "agent", target)
     if hasattr(agent, "data_dir"):
         target = agent.clickhouse_url or Path(agent.data_dir) / "chdb"
+        cluster = cluster or (agent.clickhouse_cluster if agent.clickhouse_url else None)
     backend: Backend
     if isinstance(target, str) and target.startswith(("http://", "https://", "clickhouse://", "clickhouses://")):
         from sinks.server_backend import ClickHouseServerBackend
@@ -378,7 +380,7 @@ def open_store(
         from sinks.chdb_backend import ChdbBackend
 
         backend = ChdbBackend(Path(target))
-    store = Store(backend, Topology(database=database), retention)
+    store = Store(backend, Topology(database=database, cluster=cluster), retention)
     try:
         if migrate:
             store.migrate()

@@ -116,7 +116,10 @@ class Agent:
         if self._lock is not None:
             self._lock.acquire()
         try:
-            self.store = self._store or open_store(agent.clickhouse_url or self.data_dir / "chdb")
+            self.store = self._store or open_store(
+                agent.clickhouse_url or self.data_dir / "chdb",
+                cluster=agent.clickhouse_cluster if agent.clickhouse_url else None,
+            )
             prices = load_price_table(self.settings.sdk.price_file)
             # Before the views are (re)created: a bad pattern must stop start-up, not the first insert.
             self.redaction.check(self.store.query)

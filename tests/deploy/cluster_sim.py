@@ -106,6 +106,13 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
             ).to_pylist()
         },
     }
+    # An agent started with agent.clickhouse_cluster finds the retention TTLs on the local tables and alters
+    # nothing (an ALTER … ON CLUSTER would fail here: no Keeper).
+    from sinks.schema import Topology
+    from sinks.store import Store
+
+    Store(store.backend, Topology(database=database, cluster=cluster))._apply_retention()
+    out["retention_already_aligned"] = True
     # The agent's ingest path, unchanged: otlp_in (Null) and its views, which write into `spans` and
     # `span_content` — the Distributed tables.
     store.install_otlp_ingest(

@@ -177,6 +177,7 @@ def test_agent_path_and_queries_on_the_cluster_layout(tmp_path: Path) -> None:
     for name, key in SHARDING_KEYS.items():
         assert seen["engines"][name] == f"Distributed('{CLUSTER}', 'obs', '{name}_local', {key})"
         assert re.match(r"\w*MergeTree\b", seen["engines"][f"{name}_local"]), name
+    assert seen["retention_already_aligned"]
     sent = seen["sent_spans"]
     counts = seen["counts"]
     # Through the Distributed tables into the local ones, once — a re-sent batch (same token) stays invisible.

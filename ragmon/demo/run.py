@@ -34,8 +34,9 @@ from ragmon.demo.passages import Question, load_corpus, load_questions
 
 SERVICE_NAME = "ragmon-demo"
 # What `ragmon demo` injects unless told otherwise: a little of everything the agent should notice.
+# Strong enough that the drift rules see them against the demo's fault-free history (a 30 ms slowdown did not).
 DEMO_FAULTS = Faults(
-    slow_ms={"generate": 30.0}, slow_rate=0.15, error_rate={"search": 0.1, "generate": 0.05}, unfaithful_rate=0.15
+    slow_ms={"generate": 300.0}, slow_rate=0.15, error_rate={"search": 0.1, "generate": 0.05}, unfaithful_rate=0.15
 )
 STAGE_ORDER = ("request", "embed", "search", "rerank", "tool", "generate", "other")
 _USERS = ("ana", "bo", "chen", "dara", "eli")

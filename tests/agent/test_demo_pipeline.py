@@ -71,3 +71,14 @@ def test_demo_stores_every_span_and_reports_per_feature_and_stage(tmp_path: Path
     )
     failed = int(demo.stdout.split(" requests, ")[1].split(" failed")[0])
     assert json.loads(kept.stdout) == {"n": failed}  # every error trace kept its text
+
+
+def test_the_default_demo_ends_with_the_alerts_its_faults_raised(tmp_path: Path) -> None:
+    # Exactly the README's first command (default fault mix, default request count), in a temporary data dir.
+    demo = _ragmon("demo", "--data-dir", str(tmp_path / "demo"))
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    alerts_section = demo.stdout.split("alerts the injected faults raised")[1]
+    firing = [line for line in alerts_section.splitlines() if line.startswith("firing")]
+    assert firing, alerts_section
+    assert any("latency_p95_up" in line and "/generate" in line for line in firing), firing  # the slowed stage
+    assert alerts_section.rstrip().splitlines()[-1].startswith("dashboard: http://127.0.0.1:")

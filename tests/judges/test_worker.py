@@ -343,3 +343,25 @@ def test_the_store_sink_projects_rows_onto_the_table_and_counts_what_it_dropped(
     assert full["claim_flags"] == ["", ""] and full["claim_support"] == [0.9, None]
     assert full["flags"] == ["refusal"] and full["inclusion_probability"] == 0.5
     assert current.dropped_keys == Counter()
+
+
+async def test_workers_sharing_one_queue_split_the_work_and_judge_each_trace_once(
+    server: ScriptedOpenAIServer, make_judge: JudgeFactory, tmp_path: Path
+) -> None:
+    # Scale-out as `ragmon judge` does it: several workers, each with its own connection to one queue file; leases
+    # (not a partition by trace id) decide who judges what, so any number of workers balance by themselves.
+    import asyncio
+
+    server.default = faithfulness_responder
+    judge = make_judge()
+    queues = [JudgeQueue.in_data_dir(tmp_path, synchronous="NORMAL") for _ in range(2)]
+    payloads = fill(queues[0], judge, 24)
+    sink = ListSink()
+    workers = [JudgeWorker(q, judge, payloads, sink, config=FAST) for q in queues]
+    await asyncio.gather(*(w.run(until_empty=True) for w in workers))
+    assert sorted(r["trace_id"] for r in sink.rows) == sorted(trace_id(i) for i in range(24))  # once each
+    shares = [sum(w.stats.traces.values()) for w in workers]
+    assert sum(shares) == 24 and min(shares) > 0, shares
+    assert queues[0].counts().by_state == {"done": 24}
+    for q in queues:
+        q.close()

@@ -92,6 +92,27 @@ def read_owner(data_dir: Path) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
+class DataDirUnavailable(RuntimeError):
+    """A data directory with no store in it, or owned by an agent that cannot be asked."""
+
+
+def claim_or_find_agent(data_dir: Path) -> DataDirLock | str:
+    """For commands that read a data directory (report, query, alerts, backeval): its lock when no agent runs
+    there — read the store directly, then release it — or else the running agent's API address, to ask instead
+    (an embedded store has one owner)."""
+    if not (data_dir / "chdb").exists() and read_owner(data_dir) is None:
+        raise DataDirUnavailable(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon demo` first)")
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirInUse:
+        owner = read_owner(data_dir)
+        if not owner or "api" not in owner:
+            raise DataDirUnavailable(f"{data_dir} is owned by a running agent that published no API address") from None
+        return str(owner["api"])
+    return lock
+
+
 class Agent:
     def __init__(self, settings: Settings, *, store: Store | None = None) -> None:
         self.settings = settings

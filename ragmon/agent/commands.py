@@ -293,23 +293,18 @@ def _read(args: argparse.Namespace, what: str, **params: Any) -> list[dict[str, 
     api_key = args.api_key or _env_api_key()
     if settings.agent.clickhouse_url:
         return _read_store(settings, what, params)
-    from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
+    from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
 
-    data_dir = Path(settings.agent.data_dir)
-    if not (data_dir / "chdb").exists() and read_owner(data_dir) is None:
-        raise CommandError(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon demo` first)")
-    lock = DataDirLock(data_dir)
     try:
-        lock.acquire()
-    except DataDirInUse:
-        owner = read_owner(data_dir)
-        if not owner or "api" not in owner:
-            raise CommandError(f"{data_dir} is owned by a running agent that published no API address") from None
-        return _ask_agent(owner["api"], what, params, api_key)
+        claimed = claim_or_find_agent(Path(settings.agent.data_dir))
+    except DataDirUnavailable as exc:
+        raise CommandError(str(exc)) from exc
+    if isinstance(claimed, str):
+        return _ask_agent(claimed, what, params, api_key)
     try:
         return _read_store(settings, what, params)
     finally:
-        lock.release()
+        claimed.release()
 
 
 def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -216,18 +216,14 @@ def open_trace_source(data_dir: Path, clickhouse_url: str | None, api_key: str |
         except StoreError as exc:
             raise EvalInputError(f"cannot open the store at {clickhouse_url}: {exc}") from exc
         return OpenedSource(StoreTraceSource(store), store, store.close, clickhouse_url)
-    from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
+    from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
 
-    if not (data_dir / "chdb").exists() and read_owner(data_dir) is None:
-        raise EvalInputError(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon eval run` first)")
-    lock = DataDirLock(data_dir)
     try:
-        lock.acquire()
-    except DataDirInUse:
-        owner = read_owner(data_dir)
-        if not owner or "api" not in owner:
-            raise EvalInputError(f"{data_dir} is owned by a running agent that published no API address") from None
-        return OpenedSource(AgentTraceSource(str(owner["api"]), api_key), None, lambda: None, f"agent {owner['api']}")
+        lock = claim_or_find_agent(data_dir)
+    except DataDirUnavailable as exc:
+        raise EvalInputError(str(exc)) from exc
+    if isinstance(lock, str):
+        return OpenedSource(AgentTraceSource(lock, api_key), None, lambda: None, f"agent {lock}")
     try:
         store = open_store(data_dir / "chdb")
     except StoreError as exc:

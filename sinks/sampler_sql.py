@@ -172,5 +172,5 @@ def recent_p95_sql(ddl: Ddl) -> str:
     return f"""
 SELECT feature, stage, {merge}(duration_q)[{index}] AS p95_ms
 FROM {ddl.table(ROLLUP_TABLE)}
-WHERE minute >= toStartOfMinute(now() - {{window_s:UInt32}})
+WHERE minute >= toStartOfMinute(now() - {{window_s:UInt32}}) AND minute <= now()  -- not spans stamped ahead
 GROUP BY feature, stage"""

@@ -249,6 +249,16 @@ def test_recent_p95(store: Store) -> None:
     assert store.recent_p95(1) == {}
 
 
+def test_recent_p95_ignores_spans_stamped_in_the_future(store: Store) -> None:
+    # An app with a clock a day ahead must not pin its spans into "recent" until that day comes.
+    _install(store)
+    ahead = [{**span, "start_ns": span["start_ns"] + 86_400 * 10**9} for span in rag_trace(0, feature="ahead")]
+    store.insert_otlp(envelopes([rag_trace(1), ahead], seq0=1), dedup_token="f")
+    p95 = store.recent_p95(3600)
+    assert ("support", "request") in p95
+    assert not [key for key in p95 if key[0] == "ahead"], p95
+
+
 def test_real_collectors_sql_if_present(store: Store) -> None:
     otlp_sql = pytest.importorskip("collectors.otlp_sql")
     store.install_otlp_ingest(

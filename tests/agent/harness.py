@@ -69,6 +69,8 @@ class AgentProcess:
                         return self
             except OSError:
                 time.sleep(0.1)
+        self.process.kill()  # not left running behind the failed test
+        self.process.wait(10)
         raise TimeoutError(f"ragmon serve not ready in {timeout_s} s:\n{self.log()}")
 
     def log(self) -> str:

@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragmon.evaluation.errors import EvalInputError
+from ragmon.evaluation.errors import EvalInputError, read_input_text
 
 # A file with thousands of broken lines should not print thousands of messages.
 _MAX_REPORTED_ERRORS = 20
@@ -199,10 +199,7 @@ def parse_dataset(text: str, source: str = "<dataset>") -> list[DatasetRow]:
 def load_dataset(path: str | Path) -> list[DatasetRow]:
     """Read and validate a dataset file (format in the module docstring)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalInputError(f"{path}: cannot read: {exc}") from exc
+    text = read_input_text(path)
     return parse_dataset(text, str(path))
 
 

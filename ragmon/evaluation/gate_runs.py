@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragmon.evaluation.errors import EvalInputError
+from ragmon.evaluation.errors import EvalInputError, read_input_text
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,7 @@ def parse_row(record: Any, where: str) -> ResultRow:
 def read_results(path: str | Path) -> dict[str, ResultRow]:
     """Read a results file into ``{row_id: row}``, in file order; duplicate row ids are an error."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalInputError(f"{path}: cannot read: {exc}") from exc
+    lines = read_input_text(path).splitlines()
     rows: dict[str, ResultRow] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -106,9 +103,6 @@ def read_results(path: str | Path) -> dict[str, ResultRow]:
 def read_protected(path: str | Path) -> list[str]:
     """Protected ids, one per line (row ids or question ids); ``#`` starts a comment."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalInputError(f"{path}: cannot read: {exc}") from exc
+    text = read_input_text(path)
     ids = [line.split("#", 1)[0].strip() for line in text.splitlines()]
     return [identifier for identifier in ids if identifier]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragmon.evaluation.errors import EvalInputError
+from ragmon.evaluation.errors import EvalInputError, read_input_text
 from ragmon.evaluation.retrieval import (
     DEFAULT_KS,
     Qrels,
@@ -104,10 +104,7 @@ def read_chunk_run(path: str | Path) -> dict[str, list[RetrievedChunk]]:
     """Read the JSONL chunk-run form shown in the module docstring."""
     path = Path(path)
     run: dict[str, list[RetrievedChunk]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalInputError(f"{path}: cannot read: {exc}") from exc
+    lines = read_input_text(path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -92,11 +92,18 @@ class NoFragments:
 
 
 def _open(engine_dir: Path) -> Any:
-    from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, spans_select
+    from collectors import otlp_sql as sql
     from sinks import open_store
 
     store = open_store(engine_dir, database=f"durable_{uuid.uuid4().hex[:8]}")
-    store.install_otlp_ingest(PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, spans_select, content_select)
+    store.install_otlp_ingest(
+        sql.PROTO_SCHEMA,
+        sql.PROTO_MESSAGE,
+        sql.INPUT_COLUMNS,
+        sql.normalise_select,
+        sql.spans_select,
+        sql.content_select,
+    )
     return store
 
 

@@ -121,8 +121,9 @@ def one_run(data_dir: Path, run: int, traces: int, keep_rate: float) -> dict[str
             otlp_sql.PROTO_SCHEMA,
             otlp_sql.PROTO_MESSAGE,
             otlp_sql.INPUT_COLUMNS,
-            otlp_sql.spans_select(store.otlp_input_table),
-            otlp_sql.content_select(store.otlp_input_table),
+            otlp_sql.normalise_select,
+            otlp_sql.spans_select,
+            otlp_sql.content_select,
         )
         started = time.perf_counter()
         spans, cpu_us = store_traffic(store, traces, seed=run + 1)

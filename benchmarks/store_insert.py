@@ -96,8 +96,9 @@ def _install_real_sql(store: Store, redaction_mode: str = "on") -> object:
         otlp_sql.PROTO_SCHEMA,
         otlp_sql.PROTO_MESSAGE,
         otlp_sql.INPUT_COLUMNS,
-        otlp_sql.spans_select(store.otlp_input_table, redaction=redaction),
-        otlp_sql.content_select(store.otlp_input_table, redaction=redaction),
+        otlp_sql.normalise_select(store.otlp_input_table, redaction=redaction),
+        otlp_sql.spans_select,
+        otlp_sql.content_select,
     )
     return otlp_sql
 

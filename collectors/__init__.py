@@ -10,7 +10,8 @@ The agent builds one `CollectorCounters`, one `SpanConsumer` (sampler → store)
     http.stop(); grpc.stop()
 
 The consumer gets validated OTLP protobuf bodies; the store seals them (`seal`) and inserts them into a Null
-table whose materialized views (`spans_select`, `content_select`) normalise every dialect inside ClickHouse.
+table whose materialized views (`normalise_select`, then `spans_select` and `content_select`) normalise every
+dialect inside ClickHouse.
 """
 
 from collectors.auth import ApiKeyAuth
@@ -35,6 +36,7 @@ from collectors.otlp_sql import (
     PROTO_MESSAGE,
     PROTO_SCHEMA,
     content_select,
+    normalise_select,
     seal,
     spans_select,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "SpanConsumer",
     "Validation",
     "content_select",
+    "normalise_select",
     "render_metrics",
     "seal",
     "spans_select",

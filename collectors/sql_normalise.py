@@ -1,4 +1,4 @@
-"""The SELECTs that normalise OTLP spans inside ClickHouse: `spans_select` and `content_select`.
+"""The SELECTs that normalise OTLP spans inside ClickHouse: `normalise_select`, `spans_select`, `content_select`.
 
 ClickHouse plans a materialized view's SELECT on every INSERT, so what the SQL costs to *plan* is paid per
 insert (per batch), on top of what it costs to run per span. The SQL is therefore built from shapes that are
@@ -13,17 +13,22 @@ cheap to plan (measured on chDB 4.4 / ClickHouse 26.9; see benchmarks/collectors
   milliseconds per chain; `collectors.sql_values.all_of`, ``if`` or an OR of ``> 0`` tests instead;
 - ``coalesce`` over the AnyValue oneof rather than ``multiIf``: it runs about twice as fast.
 
-Layers, innermost first:
+Layers, innermost first. Layers 0–2 are `normalise_select`: it runs once per insert, in a materialized view
+from the input table into a second Null table, and the two views behind that table (`spans_select`,
+`content_select`: layer 3) only cast and pick. Two views over the input instead planned and ran layers 0–2 twice
+per insert: sharing them cut the CPU of an insert by about a third (benchmarks/store_insert.py).
 
 0. per resource (before the spans are joined: referring to the resource after the span ARRAY JOIN would copy
    it, with all its spans, into every span row): service, resource feature, the kept resource attributes.
 1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `collectors.envelope`, which counts them);
    ``a``: the span's attributes as a Map key → text (`collectors.sql_values.value_text`), plus the first
-   ``exception`` event's attributes and the kept resource attributes under reserved key prefixes.
+   ``exception`` event's attributes and the kept resource attributes under reserved key prefixes;
+   ``maybe_content``: a cheap test on the raw keys, so spans without content skip the content map's work.
 2. each dialect field (`collectors.sql_dialects`) as map lookups combined by precedence, counts clamped to
-   UInt32, the documents of the first present source, and the attributes (or content) map.
-3. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`), each cast to its declared type; stage, cost
-   from the price table (`collectors.sql_pricing`), top-1 score and similarity gap from the scores.
+   UInt32, the documents of the first present source, the attributes map and the content map (redacted, cut).
+3. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`, for spans with content or documents), each cast to
+   its declared type; stage, cost from the price table (`collectors.sql_pricing`), top-1 score and similarity gap
+   from the scores.
 
 Decisions kept from the Python normaliser this replaces:
 
@@ -64,7 +69,7 @@ from ragmon import attributes as A
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable, default_price_table
 
-__all__ = ["content_select", "spans_select"]
+__all__ = ["content_select", "normalise_select", "spans_select"]
 
 _RESOURCE_KEPT: Final = ("service.version", "deployment.environment.name", "deployment.environment")
 _DEFAULT_SERVICE: Final = "unknown_service"  # OTel's own fallback for a resource without service.name
@@ -79,6 +84,14 @@ _EXCEPTION_ATTRIBUTES: Final = "arrayFirst(e -> e.name = 'exception', sp.events)
 _EXCEPTION_PREFIX: Final = "\\0e:"  # SQL text of the literal's content
 _RESOURCE_PREFIX: Final = "\\0r:"
 _RESERVED: Final = "'\\0'"  # SQL literal: the first byte of both prefixes
+
+
+def _maybe_content() -> str:
+    """Whether a span may carry content: a content or document key among its raw attribute keys, or an exception."""
+    keys = ", ".join(map(quote, sorted({*D.CONTENT_KEYS, *_ID_KEYS})))
+    prefixes = prefix_regex((*D.CONTENT_PREFIXES, *D.DOCUMENT_PREFIXES))
+    in_keys = f"arrayExists(k -> has([{keys}], k) OR match(k, {prefixes}), sp.attributes.key)"
+    return f"{in_keys} OR has(sp.events.name, 'exception')"
 
 
 def _exception(key: str) -> str:
@@ -114,7 +127,7 @@ def _select(columns: list[str] | tuple[str, ...], source: str, tail: str = "") -
     return f"SELECT\n    {body}\nFROM {source}{tail}"
 
 
-def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
+def _span_rows(source_table: str) -> str:
     """Layers 0 and 1: one row per valid span with its attribute maps (see the module docstring)."""
     zero_trace = "unhex('00000000000000000000000000000000')"
     zero_span = "unhex('0000000000000000')"
@@ -166,11 +179,13 @@ def _span_rows(source_table: str, extra_filter: tuple[str, ...] = ()) -> str:
             f"arrayMap(k -> concat('{_EXCEPTION_PREFIX}', k), {_EXCEPTION_ATTRIBUTES}.key), resource_keys), "
             f"arrayConcat(arrayMap(v -> {value_text('v')}, sp.attributes.value), "
             f"arrayMap(v -> {scalar_text('v')}, {_EXCEPTION_ATTRIBUTES}.value), resource_texts)) AS a",
+            # Cheap test on the raw keys: most spans carry no content and skip the content map's work.
+            f"{_maybe_content()} AS maybe_content",
         ],
         resources,
         "\nARRAY JOIN scope_spans AS ss\nARRAY JOIN ss.spans AS sp\n"
         # invalid spans: the same rules collectors.envelope counts them by (partial_success)
-        f"WHERE {all_of(*valid, *extra_filter)}",
+        f"WHERE {all_of(*valid)}",
     )
 
 
@@ -200,23 +215,22 @@ def _documents(documents: list[D.Documents]) -> str:
     )
 
 
-def _common_columns(name: str) -> dict[str, str]:
-    """Final expressions of the columns spans and content share (over layer 2); `name`: the (redacted) name."""
-    return {
-        "tenant": "tenant",
-        "trace_id": "trace_id",
-        "span_id": "span_id",
-        "parent_span_id": "parent_span_id",
-        "name": name,
-        # '' from a dialect: it names the span but there is no RAG stage (e.g. an agent or CHAIN span)
-        "stage": "if(given_stage != '', given_stage, if(parent_span_id = '', 'request', 'other'))",
-        "start_time": "fromUnixTimestamp64Nano(toInt64(start_ns))",  # absolute ticks: the zone is display only
-        "duration_ms": "(end_ns - start_ns) / 1e6",
-        "status": "multiIf(status_code = 1, 'ok', status_code = 2, 'error', 'unset')",
-        "retrieved_ids": "docs.1",
-        "retrieved_scores": "docs.2",
-        "ingest_seq": "ingest_seq",
-    }
+# Final expressions of the columns spans and content share (layer 3, over the normalised rows).
+_COMMON_COLUMNS: Final = {
+    "tenant": "tenant",
+    "trace_id": "trace_id",
+    "span_id": "span_id",
+    "parent_span_id": "parent_span_id",
+    "name": "texts[1]",  # redacted
+    # '' from a dialect: it names the span but there is no RAG stage (e.g. an agent or CHAIN span)
+    "stage": "if(given_stage != '', given_stage, if(parent_span_id = '', 'request', 'other'))",
+    "start_time": "fromUnixTimestamp64Nano(toInt64(start_ns))",  # absolute ticks: the zone is display only
+    "duration_ms": "(end_ns - start_ns) / 1e6",
+    "status": "multiIf(status_code = 1, 'ok', status_code = 2, 'error', 'unset')",
+    "retrieved_ids": "docs.1",
+    "retrieved_scores": "docs.2",
+    "ingest_seq": "ingest_seq",
+}
 
 
 def _cut_map(expr: str, max_chars: int) -> str:
@@ -245,16 +259,17 @@ def _count(dialects: list[D.DialectSql], field: str) -> str:
     return f"toUInt32(least(greatest(ifNull({_combined(dialects, field)}, 0), 0), {UINT32_MAX})) AS {field}"
 
 
-def spans_select(
+def normalise_select(
     source_table: str,
-    prices: PriceTable | None = None,
     *,
     max_attribute_chars: int = 4096,
+    max_content_chars: int = 65536,
     redaction: Redaction = DEFAULT_REDACTION,
 ) -> str:
-    """A SELECT over `source_table` (the Null input table) returning exactly `SPAN_COLUMNS`, in order."""
+    """Layers 0–2 over `source_table` (the Null input table): every field of a span, both the slim ones and its
+    content, redacted and cut, computed once for `spans_select` and `content_select` to read."""
     _check_limit("max_attribute_chars", max_attribute_chars)
-    prices = prices if prices is not None else _shipped_prices()
+    _check_limit("max_content_chars", max_content_chars)
     dialects, consumed, documents = _dialects()
     # gen_ai.retrieval.documents stays an attribute when neither it nor OpenInference keys gave documents
     parsed = " OR ".join(s.present for s in documents[2:])
@@ -274,6 +289,14 @@ def spans_select(
         ),
         max_attribute_chars,
     )
+    stacktrace = f"ifNull({_exception('exception.stacktrace')}, '')"
+    content = _cut_map(
+        redaction.map_values(
+            f"mapUpdate({_kept(D.is_content('k', consumed))}, "
+            f"mapFilter((k, v) -> v != '', map('exception.stacktrace', {stacktrace})))"
+        ),
+        max_content_chars,
+    )
     fields = [
         *_SPAN_KEYS,
         "service",
@@ -291,7 +314,14 @@ def spans_select(
         f"{attributes} AS attributes",
         # The free-text scalars redacted by one expression (the redaction SQL is long, and planned on every insert)
         f"arrayMap(t -> {redaction.sql('t')}, [name, user, session, error_type]) AS texts",
+        f"if(maybe_content, {content}, map()) AS content",
     ]
+    return _select(fields, _span_rows(source_table))
+
+
+def spans_select(source_table: str, prices: PriceTable | None = None) -> str:
+    """Layer 3 over `source_table` (the normalised rows of `normalise_select`): exactly `SPAN_COLUMNS`, in order."""
+    prices = prices if prices is not None else _shipped_prices()
     # the price lookup is bound to `r` once (arrayMap over a one-element array), then read per rate
     cost = cost_expression(
         rates="r",
@@ -301,7 +331,7 @@ def spans_select(
         search_units="search_units",
     )
     exprs = {
-        **_common_columns("texts[1]"),
+        **_COMMON_COLUMNS,
         "feature": "feature",
         "user": "texts[2]",
         "session": "texts[3]",
@@ -322,39 +352,14 @@ def spans_select(
         "ttft_ms": "ttft_ms",
         "attributes": "attributes",
     }
-    return _select(_select_list(SPAN_COLUMNS, exprs), _select(fields, _span_rows(source_table)))
+    return _select(_select_list(SPAN_COLUMNS, exprs), source_table)
 
 
-def content_select(
-    source_table: str, *, max_content_chars: int = 65536, redaction: Redaction = DEFAULT_REDACTION
-) -> str:
-    """A SELECT returning exactly `CONTENT_COLUMNS`: only spans with captured content or retrieved documents."""
-    _check_limit("max_content_chars", max_content_chars)
-    dialects, consumed, documents = _dialects()
-    keys = ", ".join(map(quote, sorted({*D.CONTENT_KEYS, *_ID_KEYS})))
-    maybe_content = (
-        f"arrayExists(k -> has([{keys}], k) "
-        f"OR match(k, {prefix_regex((*D.CONTENT_PREFIXES, *D.DOCUMENT_PREFIXES))}), sp.attributes.key)"
-    )
-    # Cheap test first, on the raw keys: most spans carry no content and skip the map work.
-    extra_filter = (f"{maybe_content} OR has(sp.events.name, 'exception')",)
-    stacktrace = f"ifNull({_exception('exception.stacktrace')}, '')"
-    content = _cut_map(
-        redaction.map_values(
-            f"mapUpdate({_kept(D.is_content('k', consumed))}, "
-            f"mapFilter((k, v) -> v != '', map('exception.stacktrace', {stacktrace})))"
-        ),
-        max_content_chars,
-    )
-    fields = [
-        *_SPAN_KEYS,
-        f"coalesce({_combined(dialects, 'stage')}, '') AS given_stage",
-        _documents(documents),
-        f"{content} AS content",
-    ]
-    exprs = {**_common_columns(redaction.sql("name")), "content": "content"}
+def content_select(source_table: str) -> str:
+    """Layer 3 over `source_table` (the normalised rows): exactly `CONTENT_COLUMNS`, only for spans with captured
+    content or retrieved documents."""
     return _select(
-        _select_list(CONTENT_COLUMNS, exprs),
-        _select(fields, _span_rows(source_table, extra_filter)),
+        _select_list(CONTENT_COLUMNS, {**_COMMON_COLUMNS, "content": "content"}),
+        source_table,
         "\nWHERE notEmpty(content) OR notEmpty(retrieved_ids)",
     )

@@ -1,9 +1,11 @@
-"""The OTLP ingest path in the engine: Protobuf envelopes → `otlp_in` (Null) → views → `spans`, `span_content`.
+"""The OTLP ingest path in the engine: Protobuf envelopes → `otlp_in` → view → `otlp_norm` → views → `spans`,
+`span_content`.
 
 Normalisation is SQL (written by `collectors/otlp_sql.py`), so storing a span costs no Python: the agent frames
 the envelopes it has logged (`varint(len) + message`, ClickHouse's length-delimited Protobuf stream) and sends them
-in one INSERT into `otlp_in`, a `Null` table whose two materialised views write the slim span rows and the
-captured text. The views' SELECTs embed the price table, so they change between releases and price files:
+in one INSERT into `otlp_in`, a `Null` table. Its one materialised view normalises every span once into
+`otlp_norm`, another `Null` table, whose two views write the slim span rows and the captured text. The SELECTs
+embed the price table and the redaction rules, so they change between releases and settings:
 `install_statements` replaces them when their digest (kept in the objects' COMMENT) differs, and does nothing
 when it matches, so start-up is idempotent. Replacing drops and re-creates the views — run it at start-up,
 before receivers accept traffic; an insert in between would miss a view.
@@ -28,14 +30,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.schema import CONTENT_TABLE, OTLP_CONTENT_VIEW, OTLP_SPANS_VIEW, Ddl, quote_identifier
+from sinks.schema import (
+    CONTENT_TABLE,
+    OTLP_CONTENT_VIEW,
+    OTLP_NORMALISE_VIEW,
+    OTLP_SPANS_VIEW,
+    Ddl,
+    quote_identifier,
+)
 
 INPUT_TABLE = "otlp_in"
+NORMALISED_TABLE = "otlp_norm"
+NORMALISE_VIEW = OTLP_NORMALISE_VIEW
 SPANS_VIEW = OTLP_SPANS_VIEW
 CONTENT_VIEW = OTLP_CONTENT_VIEW
+_OBJECTS = (INPUT_TABLE, NORMALISED_TABLE, NORMALISE_VIEW, SPANS_VIEW, CONTENT_VIEW)
 
-SelectSql = str | Callable[[str], str]  # the SELECT text, or a function of the (qualified) input table
-_UNQUALIFIED_INPUT = re.compile(rf"(?i)(\bFROM\s+)`?{INPUT_TABLE}`?(?![\w.`])")
+SelectSql = str | Callable[[str], str]  # the SELECT text, or a function of the (qualified) table it reads
+_UNQUALIFIED = {name: re.compile(rf"(?i)(\bFROM\s+)`?{name}`?(?![\w.`])") for name in (INPUT_TABLE, NORMALISED_TABLE)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +57,15 @@ class OtlpPipeline:
     proto_schema: str
     message: str
     input_columns: tuple[tuple[str, str], ...]
-    spans_select: str
-    content_select: str
+    normalise_select: str  # otlp_in → otlp_norm
+    spans_select: str  # otlp_norm → spans
+    content_select: str  # otlp_norm → span_content
 
     @property
     def digest(self) -> str:
         h = hashlib.sha256()
-        for part in (self.proto_schema, self.message, repr(self.input_columns), self.spans_select, self.content_select):
+        parts = (self.normalise_select, self.spans_select, self.content_select)
+        for part in (self.proto_schema, self.message, repr(self.input_columns), *parts):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()[:16]
@@ -62,38 +76,51 @@ def build_pipeline(
     proto_schema: str,
     message: str,
     input_columns: Sequence[tuple[str, str]],
+    normalise_select: SelectSql,
     spans_select: SelectSql,
     content_select: SelectSql,
 ) -> OtlpPipeline:
-    source = ddl.table(INPUT_TABLE)
+    """`normalise_select` reads `otlp_in`; `spans_select` and `content_select` read its rows from `otlp_norm`."""
 
-    def render(select: SelectSql) -> str:
+    def render(select: SelectSql, source: str) -> str:
+        qualified = ddl.table(source)
         if callable(select):
-            return select(source)
+            return select(qualified)
         # A view resolves an unqualified table in the *session's* database (`default`), not the view's own, so a
-        # SELECT written against plain `otlp_in` is pointed at the store's database here.
-        return _UNQUALIFIED_INPUT.sub(lambda m: m.group(1) + source, select)
+        # SELECT written against plain `otlp_in` (or `otlp_norm`) is pointed at the store's database here.
+        return _UNQUALIFIED[source].sub(lambda m: m.group(1) + qualified, select)
 
-    return OtlpPipeline(proto_schema, message, tuple(input_columns), render(spans_select), render(content_select))
+    return OtlpPipeline(
+        proto_schema,
+        message,
+        tuple(input_columns),
+        render(normalise_select, INPUT_TABLE),
+        render(spans_select, NORMALISED_TABLE),
+        render(content_select, NORMALISED_TABLE),
+    )
 
 
 def installed_digests(rows: Sequence[dict[str, str]]) -> dict[str, str]:
-    """{object name: comment} from `system.tables` rows, for the three objects of the pipeline."""
-    names = {INPUT_TABLE, SPANS_VIEW, CONTENT_VIEW}
-    return {row["name"]: row["comment"] for row in rows if row["name"] in names}
+    """{object name: comment} from `system.tables` rows, for the objects of the pipeline."""
+    return {row["name"]: row["comment"] for row in rows if row["name"] in _OBJECTS}
 
 
 def install_statements(ddl: Ddl, pipeline: OtlpPipeline) -> list[str]:
-    """Drop and re-create `otlp_in` and its two views, each commented with the pipeline's digest."""
+    """Drop and re-create the two Null tables and the three views, each commented with the pipeline's digest."""
     comment = f"COMMENT 'ragmon:{pipeline.digest}'"
     columns = ",\n    ".join(f"{quote_identifier(name)} {ch_type}" for name, ch_type in pipeline.input_columns)
     view = f"CREATE MATERIALIZED VIEW {{name}}{ddl.on_cluster} TO {{target}} AS\n{{select}}\n{comment}"
+    input_table, normalised = ddl.table(INPUT_TABLE), ddl.table(NORMALISED_TABLE)
     return [
-        f"DROP VIEW IF EXISTS {ddl.table(SPANS_VIEW)}{ddl.on_cluster}",
-        f"DROP VIEW IF EXISTS {ddl.table(CONTENT_VIEW)}{ddl.on_cluster}",
-        # Null keeps no rows, so re-creating it loses nothing.
-        f"DROP TABLE IF EXISTS {ddl.table(INPUT_TABLE)}{ddl.on_cluster}",
-        f"CREATE TABLE {ddl.table(INPUT_TABLE)}{ddl.on_cluster} (\n    {columns}\n) ENGINE = Null {comment}",
+        # views first (a view must not outlive its source); Null tables keep no rows, so re-creating them loses
+        # nothing, and a table from an older release (this pipeline had no otlp_norm before) goes with them
+        *(f"DROP VIEW IF EXISTS {ddl.table(v)}{ddl.on_cluster}" for v in (SPANS_VIEW, CONTENT_VIEW, NORMALISE_VIEW)),
+        f"DROP TABLE IF EXISTS {normalised}{ddl.on_cluster}",
+        f"DROP TABLE IF EXISTS {input_table}{ddl.on_cluster}",
+        f"CREATE TABLE {input_table}{ddl.on_cluster} (\n    {columns}\n) ENGINE = Null {comment}",
+        # the normalised table's columns are whatever the SELECT returns: EMPTY AS creates it without running it
+        f"CREATE TABLE {normalised}{ddl.on_cluster} ENGINE = Null EMPTY AS\n{pipeline.normalise_select}\n{comment}",
+        view.format(name=ddl.table(NORMALISE_VIEW), target=normalised, select=pipeline.normalise_select),
         view.format(name=ddl.table(SPANS_VIEW), target=ddl.table("spans"), select=pipeline.spans_select),
         view.format(name=ddl.table(CONTENT_VIEW), target=ddl.table(CONTENT_TABLE), select=pipeline.content_select),
     ]
@@ -101,7 +128,7 @@ def install_statements(ddl: Ddl, pipeline: OtlpPipeline) -> list[str]:
 
 def is_installed(ddl_digests: dict[str, str], pipeline: OtlpPipeline) -> bool:
     want = f"ragmon:{pipeline.digest}"
-    return all(ddl_digests.get(name) == want for name in (INPUT_TABLE, SPANS_VIEW, CONTENT_VIEW))
+    return all(ddl_digests.get(name) == want for name in _OBJECTS)
 
 
 def schema_file_name(pipeline: OtlpPipeline) -> str:

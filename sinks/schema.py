@@ -216,9 +216,11 @@ SHARDING_KEYS: dict[str, str] = {
 
 # Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
 # listed too: a SELECT from a view reads its target table under the view's name.
-OTLP_SPANS_VIEW = "otlp_spans_mv"  # the views that normalise OTLP input (sinks.otlp_ingest)
+OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (sinks.otlp_ingest)
+OTLP_SPANS_VIEW = "otlp_spans_mv"
 OTLP_CONTENT_VIEW = "otlp_content_mv"
 TENANT_TABLES = (
+    OTLP_NORMALISE_VIEW,
     OTLP_SPANS_VIEW,
     OTLP_CONTENT_VIEW,
     "spans",

@@ -57,8 +57,8 @@ INSERT_SETTINGS: dict[str, int] = {
     "insert_deduplicate": 1,
     "deduplicate_blocks_in_dependent_materialized_views": 1,
     "optimize_on_insert": 0,
-    # The OTLP input feeds two views (spans, span_content) and spans feeds the rollups: run them side by side
-    # on both cores instead of one after the other.
+    # The normalised OTLP rows feed two views (spans, span_content) and spans feeds the rollups: run them side
+    # by side on both cores instead of one after the other.
     "parallel_view_processing": 1,
 }
 
@@ -214,16 +214,19 @@ class Store:
         proto_schema: str,
         message: str,
         input_columns: Sequence[tuple[str, str]],
+        normalise_select: otlp_ingest.SelectSql,
         spans_select: otlp_ingest.SelectSql,
         content_select: otlp_ingest.SelectSql,
     ) -> None:
-        """Create (or replace, when the SQL changed) `otlp_in` and its views into `spans` and `span_content`.
+        """Create (or replace, when the SQL changed) `otlp_in`, the view that normalises it into `otlp_norm`, and
+        the views from there into `spans` and `span_content`.
 
-        The SELECTs may be text or functions of the input table's name (`otlp_input_table`). Idempotent; run it
-        at start-up before receivers accept traffic. See `otlp_ingest.py` for where the Protobuf schema lives.
+        The SELECTs may be text or functions of the table they read (`otlp_input_table` for `normalise_select`,
+        the normalised table for the others). Idempotent; run it at start-up before receivers accept traffic.
+        See `otlp_ingest.py` for where the Protobuf schema lives.
         """
         pipeline = otlp_ingest.build_pipeline(
-            self._ddl, proto_schema, message, input_columns, spans_select, content_select
+            self._ddl, proto_schema, message, input_columns, normalise_select, spans_select, content_select
         )
         rows = self._select(
             "SELECT name, comment FROM system.tables WHERE database = {db:String}", {"db": self.topology.database}

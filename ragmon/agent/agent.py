@@ -22,7 +22,14 @@ from typing import IO, Any
 
 from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from collectors.auth import ApiKeyAuth
-from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, spans_select
+from collectors.otlp_sql import (
+    INPUT_COLUMNS,
+    PROTO_MESSAGE,
+    PROTO_SCHEMA,
+    content_select,
+    normalise_select,
+    spans_select,
+)
 from collectors.sql_redaction import Redaction
 from collectors.wal import WriteAheadLog
 from ragmon.agent.alerting import AlertingService, start_alerting
@@ -148,8 +155,9 @@ class Agent:
                 PROTO_SCHEMA,
                 PROTO_MESSAGE,
                 INPUT_COLUMNS,
-                spans_select("otlp_in", prices, redaction=self.redaction),
-                content_select("otlp_in", redaction=self.redaction),
+                normalise_select("otlp_in", redaction=self.redaction),
+                spans_select("otlp_norm", prices),
+                content_select("otlp_norm"),
             )
             log.info("PII redaction before storage: %s", self.redaction.fingerprint)
             self.wal = WriteAheadLog(

@@ -16,7 +16,15 @@ from typing import Any
 from chdb import session as chdb_session
 
 from collectors.envelope import _varint
-from collectors.otlp_sql import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, content_select, seal, spans_select
+from collectors.otlp_sql import (
+    INPUT_COLUMNS,
+    PROTO_MESSAGE,
+    PROTO_SCHEMA,
+    content_select,
+    normalise_select,
+    seal,
+    spans_select,
+)
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable
 
@@ -48,10 +56,13 @@ class SqlStore:
         session.query(f"CREATE TABLE {db}.otlp_in ({_columns(INPUT_COLUMNS)}) ENGINE = Null")
         session.query(f"CREATE TABLE {db}.spans ({_columns(SPAN_COLUMNS)}) ENGINE = MergeTree ORDER BY tuple()")
         session.query(f"CREATE TABLE {db}.content ({_columns(CONTENT_COLUMNS)}) ENGINE = MergeTree ORDER BY tuple()")
-        spans = spans_select(f"{db}.otlp_in", prices, max_attribute_chars=max_attribute_chars)
-        content = content_select(f"{db}.otlp_in", max_content_chars=max_content_chars)
-        session.query(f"CREATE MATERIALIZED VIEW {db}.spans_mv TO {db}.spans AS {spans}")
-        session.query(f"CREATE MATERIALIZED VIEW {db}.content_mv TO {db}.content AS {content}")
+        normalise = normalise_select(
+            f"{db}.otlp_in", max_attribute_chars=max_attribute_chars, max_content_chars=max_content_chars
+        )
+        session.query(f"CREATE TABLE {db}.norm ENGINE = Null EMPTY AS {normalise}")
+        session.query(f"CREATE MATERIALIZED VIEW {db}.norm_mv TO {db}.norm AS {normalise}")
+        session.query(f"CREATE MATERIALIZED VIEW {db}.spans_mv TO {db}.spans AS {spans_select(f'{db}.norm', prices)}")
+        session.query(f"CREATE MATERIALIZED VIEW {db}.content_mv TO {db}.content AS {content_select(f'{db}.norm')}")
         self._seq = 0
 
     def insert(self, requests: Iterable[tuple[str, bytes]]) -> None:

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from sql_store import SqlStore
 
-from collectors import GrpcReceiver, Ingest, content_select, seal, spans_select, validate
+from collectors import GrpcReceiver, Ingest, content_select, normalise_select, seal, spans_select, validate
 from collectors.errors import JsonDecodeError
 from collectors.otlp_json import request_from_json
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
@@ -45,11 +45,12 @@ def test_seal_appends_tenant_and_sequence_as_envelope_fields() -> None:
 
 def test_select_columns_are_exactly_the_models(chdb: chdb_session.Session, store: SqlStore) -> None:
     for select, columns in ((spans_select, SPAN_COLUMNS), (content_select, CONTENT_COLUMNS)):
-        described = chdb.query(f"DESCRIBE ({select(f'{store.db}.otlp_in')})", "TabSeparated").bytes().decode()
+        described = chdb.query(f"DESCRIBE ({select(f'{store.db}.norm')})", "TabSeparated").bytes().decode()
         got = [tuple(line.split("\t")[:2]) for line in described.splitlines()]
         assert got == list(columns)
-    with pytest.raises(ValueError):
-        spans_select("x", max_attribute_chars=0)
+    for limit in ("max_attribute_chars", "max_content_chars"):
+        with pytest.raises(ValueError, match=limit):
+            normalise_select("x", **{limit: 0})
 
 
 def test_every_value_kind_becomes_text(store: SqlStore) -> None:

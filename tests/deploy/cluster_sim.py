@@ -113,14 +113,15 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
 
     Store(store.backend, Topology(database=database, cluster=cluster))._apply_retention()
     out["retention_already_aligned"] = True
-    # The agent's ingest path, unchanged: otlp_in (Null) and its views, which write into `spans` and
-    # `span_content` — the Distributed tables.
+    # The agent's ingest path, unchanged: otlp_in (Null), the normalising view and the views behind it, which
+    # write into `spans` and `span_content` — the Distributed tables.
     store.install_otlp_ingest(
         otlp_sql.PROTO_SCHEMA,
         otlp_sql.PROTO_MESSAGE,
         otlp_sql.INPUT_COLUMNS,
-        otlp_sql.spans_select(store.otlp_input_table),
-        otlp_sql.content_select(store.otlp_input_table),
+        otlp_sql.normalise_select,
+        otlp_sql.spans_select,
+        otlp_sql.content_select,
     )
     traces = otlp_traces(40, seed=8)
     bodies = [traces[i : i + 50] for i in range(0, len(traces), 50)]

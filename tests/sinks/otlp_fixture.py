@@ -1,9 +1,10 @@
 """A minimal OTLP → SQL normaliser for the store's tests, independent of `collectors.otlp_sql`.
 
 The store only needs *some* Protobuf schema, input columns and two SELECTs producing `SPAN_COLUMNS` and
-`CONTENT_COLUMNS` to test `Store.install_otlp_ingest` / `insert_otlp`; the real ones (every dialect, the price
-table) live in `collectors/otlp_sql.py`. This one reads ragmon's own attribute names only, and an envelope that
-wraps an `ExportTraceServiceRequest` body with the tenant and the write-ahead-log position.
+`CONTENT_COLUMNS` (over the rows of a third, `normalise_select`) to test `Store.install_otlp_ingest` /
+`insert_otlp`; the real ones (every dialect, the price table) live in `collectors/otlp_sql.py`. This one reads
+ragmon's own attribute names only, and an envelope that wraps an `ExportTraceServiceRequest` body with the tenant
+and the write-ahead-log position.
 
 `seal(body, tenant, ingest_seq)` wraps already-encoded request bytes without re-parsing them: a nested message is
 just a length-delimited field, so field 3 of the envelope *is* the request body.
@@ -71,8 +72,8 @@ _VALUE_TEXT = (
 )
 
 
-def _flat(source_table: str) -> str:
-    """One row per span with its attributes as a Map; shared by both SELECTs."""
+def normalise_select(source_table: str) -> str:
+    """One row per span with its attributes as a Map; what both other SELECTs read."""
     return f"""
 SELECT i.tenant AS env_tenant, i.ingest_seq AS env_seq, sp,
     mapFromArrays(sp.attributes.key, arrayMap(v -> {_VALUE_TEXT}, sp.attributes.value)) AS a,
@@ -112,7 +113,7 @@ SELECT env_tenant AS tenant, lower(hex(sp.trace_id)) AS trace_id, lower(hex(sp.s
     JSONExtract(a['ragmon.retrieval.document_scores'], 'Array(Float32)') AS retrieved_scores,
     mapFilter((k, v) -> NOT has({_CONTENT_ARRAY}, k), a) AS attributes,
     env_seq AS ingest_seq
-FROM ({_flat(source_table)})"""
+FROM {source_table}"""
 
 
 def content_select(source_table: str) -> str:
@@ -126,7 +127,7 @@ SELECT env_tenant AS tenant, lower(hex(sp.trace_id)) AS trace_id, lower(hex(sp.s
     JSONExtract(a['ragmon.retrieval.document_ids'], 'Array(String)') AS retrieved_ids,
     JSONExtract(a['ragmon.retrieval.document_scores'], 'Array(Float32)') AS retrieved_scores,
     env_seq AS ingest_seq
-FROM ({_flat(source_table)})
+FROM {source_table}
 WHERE notEmpty(content) OR notEmpty(retrieved_ids)"""
 
 

@@ -140,8 +140,9 @@ def install(store: Store, redaction: Redaction) -> None:
         otlp_sql.PROTO_SCHEMA,
         otlp_sql.PROTO_MESSAGE,
         otlp_sql.INPUT_COLUMNS,
-        otlp_sql.spans_select(store.otlp_input_table, redaction=redaction),
-        otlp_sql.content_select(store.otlp_input_table, redaction=redaction),
+        otlp_sql.normalise_select(store.otlp_input_table, redaction=redaction),
+        otlp_sql.spans_select,
+        otlp_sql.content_select,
     )
 
 

@@ -15,7 +15,9 @@ NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9  # ten minutes ago: recent,
 
 
 def _install(store: Store, spans_select: Any = fx.spans_select) -> None:
-    store.install_otlp_ingest(fx.PROTO_SCHEMA, fx.PROTO_MESSAGE, fx.INPUT_COLUMNS, spans_select, fx.content_select)
+    store.install_otlp_ingest(
+        fx.PROTO_SCHEMA, fx.PROTO_MESSAGE, fx.INPUT_COLUMNS, fx.normalise_select, spans_select, fx.content_select
+    )
 
 
 def rag_trace(n: int, *, error: bool = False, slow_ms: float = 0.0, feature: str = "support") -> list[dict]:
@@ -152,7 +154,7 @@ def test_install_is_idempotent_and_replaces_changed_sql(store: Store) -> None:
 
     _install(store)
     first = views()
-    assert set(first) == {"otlp_in", "otlp_spans_mv", "otlp_content_mv"}
+    assert set(first) == {"otlp_in", "otlp_norm", "otlp_norm_mv", "otlp_spans_mv", "otlp_content_mv"}
     _install(store)
     assert views() == first
     # A new release (say, a new price table) changes the SELECT: the views are replaced and data keeps flowing.
@@ -162,9 +164,14 @@ def test_install_is_idempotent_and_replaces_changed_sql(store: Store) -> None:
     assert {r["user"] for r in store.query(f"SELECT DISTINCT user FROM {db}.spans")} == {"changed"}
 
 
-def test_selects_written_against_plain_otlp_in_read_the_stores_table(store: Store) -> None:
+def test_selects_written_against_plain_table_names_read_the_stores_tables(store: Store) -> None:
     store.install_otlp_ingest(
-        fx.PROTO_SCHEMA, fx.PROTO_MESSAGE, fx.INPUT_COLUMNS, fx.spans_select("otlp_in"), fx.content_select("otlp_in")
+        fx.PROTO_SCHEMA,
+        fx.PROTO_MESSAGE,
+        fx.INPUT_COLUMNS,
+        fx.normalise_select("otlp_in"),
+        fx.spans_select("otlp_norm"),
+        fx.content_select("otlp_norm"),
     )
     store.insert_otlp(envelopes([rag_trace(0)], seq0=1), dedup_token="plain")
     assert _counts(store)["spans"] == 6
@@ -265,8 +272,9 @@ def test_real_collectors_sql_if_present(store: Store) -> None:
         otlp_sql.PROTO_SCHEMA,
         otlp_sql.PROTO_MESSAGE,
         otlp_sql.INPUT_COLUMNS,
-        otlp_sql.spans_select(store.otlp_input_table),
-        otlp_sql.content_select(store.otlp_input_table),
+        otlp_sql.normalise_select,
+        otlp_sql.spans_select,
+        otlp_sql.content_select,
     )
     body = fx.encode_request(rag_trace(0))
     store.insert_otlp([otlp_sql.seal(body, "acme", 7)], dedup_token="real")

@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
             acknowledged_s = max(s["finished"] for s in stats) - first_sent
             stored = agent.wait_for("SELECT count() AS n FROM spans", total_spans, timeout_s=600)
             queryable_s = time.time() - first_sent
+            with urllib.request.urlopen(f"{agent.otlp_http}/metrics", timeout=30) as response:
+                phases = _writer_phases(response.read().decode())
             report_ms = []
             for _ in range(args.report_repeats):
                 started = time.perf_counter()
@@ -173,10 +175,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"acknowledged in {acknowledged_s:.2f} s  →  {total_spans / acknowledged_s:,.0f} spans/s acknowledged")
     print(f"queryable after {queryable_s:.2f} s  →  {total_spans / queryable_s:,.0f} spans/s end to end")
     print(f"agent peak RSS: {rss_mb:.0f} MB")
+    print("store writer wall time by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     print(
         f"report via the agent API: median {statistics.median(api_ms):.0f} ms; "
         f"`ragmon report` command (process start included): median {statistics.median(report_ms):.0f} ms"
     )
+
+
+def _writer_phases(metrics_text: str) -> dict[str, float]:
+    """{phase: seconds} from the agent's `ragmon_store_writer_seconds_total{phase="..."}` samples."""
+    prefix = 'ragmon_store_writer_seconds_total{phase="'
+    return {
+        line[len(prefix) :].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in metrics_text.splitlines()
+        if line.startswith(prefix)
+    }
 
 
 if __name__ == "__main__":

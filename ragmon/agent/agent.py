@@ -300,6 +300,13 @@ class Agent:
         metric("ragmon_spans_stored_total", "counter", "Spans stored.", [("", writer["spans_stored"])])
         metric("ragmon_store_batches_total", "counter", "Batches stored.", [("", writer["batches"])])
         metric(
+            "ragmon_store_writer_seconds_total",
+            "counter",
+            "Wall time of the store writer, by phase: insert, sample (fragments query and policies), decided "
+            "(payload copies and judge queue).",
+            [(f'{{phase="{phase}"}}', round(s, 6)) for phase, s in sorted(self.writer.seconds.items())],
+        )
+        metric(
             "ragmon_store_errors_total",
             "counter",
             "Store errors, by kind.",

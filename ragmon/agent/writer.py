@@ -84,6 +84,9 @@ class StoreWriter:
         self.tick_interval_s = tick_interval_s
         self.policy = policy or RetryPolicy(max_attempts=1_000_000, max_backoff_s=5.0, deadline_s=float("inf"))
         self.counts: Counter[str] = Counter()
+        # Where the writer's time goes (wall seconds per phase): it is the agent's throughput limit, so an operator
+        # (and benchmarks/ingest.py) can see whether inserting, the sampler's queries or payload copies bound it.
+        self.seconds: Counter[str] = Counter()
         self.last_error = ""
         self._stored: Position | None = None  # the store cursor, mirrored in memory
         self._sampler_saved_at_s = 0.0
@@ -166,7 +169,9 @@ class StoreWriter:
         first, last = taken[0].position, taken[-1].position
         self.journal.save(last)
         if batch:
+            began = time.perf_counter()
             self._insert_with_retry(batch)
+            self.seconds["insert"] += time.perf_counter() - began
         self._advance(last)
         self.intake.commit(len(taken))
         self.wal.trim(last)
@@ -251,12 +256,17 @@ class StoreWriter:
 
     # -- sampling ------------------------------------------------------------------------------------------
     def _feed(self, seq_from: int, seq_to: int) -> None:
+        began = time.perf_counter()
         fragments = TraceFragment.from_columns(self.store.trace_fragment_columns(seq_from, seq_to), seq_from)
-        self._handle(self.sampler.ingest(fragments))
+        decided = self.sampler.ingest(fragments)
+        self.seconds["sample"] += time.perf_counter() - began
+        self._handle(decided)
 
     def _handle(self, decided: list[DecidedTrace]) -> None:
         if decided:
+            began = time.perf_counter()
             self.on_decided(decided)
+            self.seconds["decided"] += time.perf_counter() - began
 
     def _save_sampler_cursor(self) -> None:
         """Persist where a restarted sampler must look back to: its oldest undecided trace, else the store."""

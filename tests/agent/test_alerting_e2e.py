@@ -122,6 +122,7 @@ def test_serve_fires_on_a_shift_and_ragmon_alerts_shows_it(tmp_path: Path) -> No
         assert 'ragmon_alert_transitions_total{state="firing"} 1' in metrics
         assert 'ragmon_alert_rows_total{outcome="stored"} 1' in metrics
         assert "ragmon_alert_store_errors_total 0" in metrics
+        assert 'ragmon_store_writer_seconds_total{phase="insert"}' in metrics
         assert agent.stop() == 0
     finally:
         if agent.process is not None and agent.process.poll() is None:

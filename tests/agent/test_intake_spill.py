@@ -70,6 +70,8 @@ def test_requests_past_the_memory_cap_are_spilled_then_stored_in_order(tmp_path:
     assert store.inserts >= 4  # batches capped at 120 bytes: two requests each
     assert writer.counts["requests_read_back"] == 7 and writer.counts["requests_stored"] == 9
     assert intake.backlog == (0, 0)
+    # where the writer's time went: inserting and the sampler's queries; nothing was decided, so no such phase
+    assert set(writer.seconds) == {"insert", "sample"} and min(writer.seconds.values()) > 0
     wal.close()
 
 

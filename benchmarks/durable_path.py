@@ -3,8 +3,9 @@
 Both variants run the agent's own intake and store writer in this process against the embedded store (a fresh
 database each run, same engine), alternating, so the machine's noise hits both alike:
 
-- durable: requests appended to the write-ahead log (fsync "interval") before they count as accepted; after each
-  batch, the store's per-trace fragments feed the tail sampler, which decides and copies kept payloads;
+- durable: requests appended to the write-ahead log (fsync "interval") before they count as accepted; the
+  sampling thread feeds the store's per-trace fragments of each stored range to the tail sampler, which decides
+  and copies kept payloads;
 - bare: an in-memory stand-in for the log and no sampler — the cheapest correct way to store the same spans.
 
     python benchmarks/durable_path.py [--requests 400] [--rounds 3]
@@ -119,13 +120,13 @@ def measure(variant: str, bodies: list[bytes], engine_dir: Path, work: Path, spa
             log, sampler, writer_store, on_decided = MemoryLog(), NoSampler(), NoFragments(store), lambda d: None
         intake = WalIntake(log, max_backlog_bytes=1 << 40)  # all requests are queued up front: keep them in memory
         writer = StoreWriter(intake, log, writer_store, sampler, on_decided, work / f"state-{uuid.uuid4().hex[:6]}")
+        writer.start()  # the writer and sampling threads, as in the agent
         started = time.perf_counter()
         for body in bodies:
             intake.consume("default", body, spans_per_request)
-        while writer.step():
-            pass
+        writer.stop(timeout_s=3600)  # returns once everything is stored, sampled and decided
         if variant == "durable":
-            on_decided(sampler.flush())
+            on_decided.flush()  # the kept traces' last payload copies, as the agent does when it stops
         elapsed = time.perf_counter() - started
         log.close()
         return elapsed

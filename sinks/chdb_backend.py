@@ -1,8 +1,10 @@
 """The embedded backend: ClickHouse in-process through chDB, files under the agent's data directory.
 
 chDB 4.x hosts one engine per process, bound to one path; any number of connections to that path may coexist,
-each with its own session settings. We keep two: a writer, and a reader opened with `readonly=2` so the
-`ragmon query` helper cannot write even if the parse-level guard were bypassed. Both start with
+each with its own session settings, and queries on different connections run at the same time. We keep three: a
+writer for bulk inserts, one for other statements (so the sampler's payload copies never wait behind an insert),
+and a reader opened with `readonly=2` so the `ragmon query` helper cannot write even if the parse-level guard
+were bypassed. All start with
 `log_queries=0` (chDB's only log table, `system.user_query_log`, lives in memory and would otherwise grow) and
 `async_insert=0` (chDB defaults it to 1; we batch ourselves and rely on the deduplication token, which async
 inserts would ignore). chDB has no MergeTree `system.*_log` tables to cap.
@@ -34,8 +36,12 @@ class ChdbBackend:
 
         path = Path(data_dir).resolve()
         path.mkdir(parents=True, exist_ok=True)
+        # Three connections to one engine, each running its statements beside the others': bulk inserts (a streaming
+        # insert holds its connection for its whole length), other statements (DDL, the sampler's payload copies:
+        # they must not wait behind a large insert), and read-only queries.
         try:
             self._writer = state.connect(f"{path}?{_SESSION}")
+            self._statements = state.connect(f"{path}?{_SESSION}")
             self._reader = state.connect(f"{path}?{_SESSION}&readonly=2")
         except Exception as exc:  # e.g. another path already open in this process
             raise StoreError(f"cannot open chDB at {path}: {exc}", retryable=False) from exc
@@ -43,6 +49,7 @@ class ChdbBackend:
         # chDB connections are documented thread-safe; the locks keep one statement per connection at a time,
         # which matters for send_insert (the connection accepts nothing else while an insert is open).
         self._write_lock = threading.Lock()
+        self._statement_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._closed = False
 
@@ -52,9 +59,9 @@ class ChdbBackend:
 
     def execute(self, sql: str, params: Params | None = None, settings: Settings | None = None) -> None:
         self._check_open()
-        with self._write_lock:
+        with self._statement_lock:
             try:
-                self._writer.query(sql + settings_clause(settings), "Null", params=_params(params))
+                self._statements.query(sql + settings_clause(settings), "Null", params=_params(params))
             except Exception as exc:
                 raise classify(str(exc)) from exc
 
@@ -62,7 +69,7 @@ class ChdbBackend:
         self, sql: str, params: Params | None = None, settings: Settings | None = None, *, readonly: bool = False
     ) -> pa.Table:
         self._check_open()
-        conn, lock = (self._reader, self._read_lock) if readonly else (self._writer, self._write_lock)
+        conn, lock = (self._reader, self._read_lock) if readonly else (self._statements, self._statement_lock)
         with lock:
             try:
                 table = conn.query(sql + settings_clause(settings), "ArrowTable", params=_params(params))
@@ -95,7 +102,12 @@ class ChdbBackend:
     def use_database(self, database: str) -> None:
         self._check_open()
         statement = "USE `" + database.replace("\\", "\\\\").replace("`", "\\`") + "`"
-        for conn, lock in ((self._writer, self._write_lock), (self._reader, self._read_lock)):
+        connections = (
+            (self._writer, self._write_lock),
+            (self._statements, self._statement_lock),
+            (self._reader, self._read_lock),
+        )
+        for conn, lock in connections:
             with lock:
                 try:
                     conn.query(statement, "Null")
@@ -107,4 +119,5 @@ class ChdbBackend:
             return
         self._closed = True
         self._reader.close()
+        self._statements.close()
         self._writer.close()

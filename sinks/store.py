@@ -263,7 +263,9 @@ class Store:
         """One summary per (tenant, trace_id) among the spans with ingest_seq in [seq_from, seq_to], as one list per
         column (the sampler's hot path: no dict per row). `stage_max_ms` holds (stage, ms) pairs."""
         params = {"seq_from": int(seq_from), "seq_to": int(seq_to)}
-        columns: dict[str, list[Any]] = self.backend.select(trace_fragments_sql(self._ddl), params).to_pydict()
+        # the read connection: on the embedded engine the sampler's query then runs beside the next insert
+        table = self.backend.select(trace_fragments_sql(self._ddl), params, readonly=True)
+        columns: dict[str, list[Any]] = table.to_pydict()
         return columns
 
     def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]:
@@ -294,13 +296,13 @@ class Store:
             copy_payloads_sql(self._ddl), params, settings={**INSERT_SETTINGS, "insert_deduplication_token": token}
         )
         found = self._select(
-            kept_count_sql(self._ddl), {"tenants": params["tenants"], "trace_ids": params["trace_ids"]}
+            kept_count_sql(self._ddl), {"tenants": params["tenants"], "trace_ids": params["trace_ids"]}, readonly=True
         )
         return int(found[0]["n"])
 
     def recent_p95(self, window_s: int = 900) -> dict[tuple[str, str], float]:
         """(feature, stage) → p95 duration in ms over the last `window_s` seconds, from the per-minute rollup."""
-        rows = self._select(recent_p95_sql(self._ddl), {"window_s": int(window_s)})
+        rows = self._select(recent_p95_sql(self._ddl), {"window_s": int(window_s)}, readonly=True)
         return {(r["feature"], r["stage"]): float(r["p95_ms"]) for r in rows if r["p95_ms"] == r["p95_ms"]}
 
     # --- reads ------------------------------------------------------------------------------------------

@@ -1,13 +1,17 @@
 """What happens to a decided trace: a kept one has its captured text copied into `payloads`, with its sampling
 reasons and inclusion probability; every decision is counted per outcome and per trigger.
 
-Copies that fail on a retryable store error wait (bounded) and are retried with the next decisions; copying is
-idempotent (payloads collapse on (tenant, trace_id)), so a retry or a late span's re-copy never duplicates.
+Kept traces are copied in batches, at most once per `copy_interval_s` (or sooner when `copy_batch` wait): one
+copy is a large INSERT … SELECT whose planning costs about 0.1 s whatever it copies, so copying on every sampler
+tick would spend the store's time on planning. Copies that fail on a retryable store error wait (bounded) and are
+retried with the next batch; copying is idempotent (payloads collapse on (tenant, trace_id)), so a retry or a late
+span's re-copy never duplicates.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -29,13 +33,22 @@ class DecisionSink:
         *,
         max_waiting: int = 100_000,
         on_copied: Callable[[list[dict[str, Any]]], object] | None = None,
+        copy_interval_s: float = 1.0,
+        copy_batch: int = 2_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.on_copied = on_copied  # e.g. enqueue the kept traces for the judges
         self.counts: Counter[str] = Counter()
+        self.copy_interval_s = copy_interval_s
+        self.copy_batch = copy_batch
+        self._clock = clock
         self._waiting: deque[dict[str, Any]] = deque(maxlen=max_waiting)
+        self._copied_at = float("-inf")
 
     def __call__(self, decided: list[DecidedTrace]) -> None:
+        """Count `decided` and queue its kept traces; copy what waits when a batch is full or the interval has
+        passed. Call it on every sampler tick, even with nothing decided, so waiting copies are not held back."""
         for trace in decided:
             self.counts[trace.decision + ":" + trace.decided_by] += 1
             if trace.decision is Decision.KEEP:
@@ -49,11 +62,14 @@ class DecisionSink:
                         "probability": trace.probability,
                     }
                 )
-        self.flush()
+        if len(self._waiting) >= self.copy_batch or self._clock() - self._copied_at >= self.copy_interval_s:
+            self.flush()
 
     def flush(self) -> None:
+        """Copy every waiting kept trace now (also at shutdown)."""
         if not self._waiting:
             return
+        self._copied_at = self._clock()
         kept = list(self._waiting)
         try:
             self.store.copy_payloads(kept)

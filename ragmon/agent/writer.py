@@ -1,13 +1,18 @@
 """The store writer: moves logged requests into the store in batches and feeds the tail sampler.
 
-One thread owns the store's write path and the sampler, so neither needs locks:
+Two threads, each owning its part, so neither needs locks beyond the hand-over of one range of sequence numbers.
+The writer thread owns the store's write path:
 
 1. take the next durable requests from the intake (a contiguous range of the write-ahead log);
 2. journal the range (`batch.pending`) before inserting it, so a crash mid-insert re-sends *the same* range with
    *the same* deduplication token — the store drops it if it had landed, everywhere including the rollups;
 3. insert: the engine decodes the OTLP protobuf and normalises every span (no Python per span);
-4. move the store cursor past the range, clear the journal, trim the log;
-5. ask the store for per-trace fragments of that range, give them to the sampler, act on decided traces.
+4. move the store cursor past the range, clear the journal, trim the log, hand the range to the sampling thread.
+
+The sampling thread owns the sampler: it asks the store for per-trace fragments of the ranges stored since it
+last looked (one query for all of them when it fell behind), gives them to the sampler, acts on decided traces
+and persists where a restarted sampler must look back from. It reads on the store's read connection, so on the
+embedded engine its queries run on the second core while the next batch is inserted, instead of after it.
 
 A retryable store error (server down, timeouts) is retried with backoff while requests keep queueing in the log
 (receivers push back when it is full); a batch the store rejects as malformed is split to find the request at
@@ -21,7 +26,7 @@ import os
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -86,12 +91,19 @@ class StoreWriter:
         self.counts: Counter[str] = Counter()
         # Where the writer's time goes (wall seconds per phase): it is the agent's throughput limit, so an operator
         # (and benchmarks/ingest.py) can see whether inserting, the sampler's queries or payload copies bound it.
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.last_error = ""
         self._stored: Position | None = None  # the store cursor, mirrored in memory
         self._sampler_saved_at_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Stored but not yet sampled: one contiguous range of ingest sequence numbers (the writer extends it, the
+        # sampling thread takes it whole), and the last sequence number the sampler has seen.
+        self._unsampled: tuple[int, int] | None = None
+        self._sampled_to: int | None = None
+        self._sampling = threading.Condition()
+        self._stop_sampling = threading.Event()
+        self._sampling_thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def recover(self) -> None:
@@ -115,13 +127,16 @@ class StoreWriter:
         low_water = self.sampler_cursor.load()
         if low_water is not None and self._stored is not None and low_water <= self._stored:
             self._feed(self.seq.of(low_water), self.seq.of(self._stored))
+            self._sampled_to = self.seq.of(self._stored)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ragmon-store-writer", daemon=True)
         self._thread.start()
+        self._sampling_thread = threading.Thread(target=self._run_sampling, name="ragmon-sampler", daemon=True)
+        self._sampling_thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Store what is queued (within the timeout), decide every held trace, stop."""
+        """Store what is queued (within the timeout), sample it, decide every held trace, stop."""
         deadline = time.monotonic() + timeout_s
         while self.intake.backlog[0] and time.monotonic() < deadline and self._thread and self._thread.is_alive():
             time.sleep(0.02)
@@ -130,24 +145,26 @@ class StoreWriter:
             self.intake.ready.notify_all()
         if self._thread is not None:
             self._thread.join(max(0.1, deadline - time.monotonic()))
-        decided = self.sampler.flush()
-        if decided:
-            self._handle(decided)
+        self._stop_sampling.set()
+        with self._sampling:
+            self._sampling.notify_all()
+        if self._sampling_thread is not None:
+            self._sampling_thread.join(max(0.1, deadline - time.monotonic()))
+            if self._sampling_thread.is_alive():  # stuck on the store: it still owns the sampler, leave it be
+                log.warning("sampling did not finish within the shutdown deadline; held traces stay undecided")
+                return
+        try:
+            self.sample_stored()
+        except Exception:  # the store went away: the sampler cursor makes the next start sample these
+            log.exception("could not sample the last stored requests before stopping")
+        self._handle(self.sampler.flush())
+        self._save_sampler_cursor()
 
-    # -- the loop ------------------------------------------------------------------------------------------
+    # -- the loops -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        next_tick = time.monotonic()
         while not self._stop.is_set():
             try:
-                stored = self.step()
-                now = time.monotonic()
-                if now >= next_tick:
-                    self._handle(self.sampler.tick())
-                    if now - self._sampler_saved_at_s >= 1.0:
-                        self._save_sampler_cursor()
-                        self._sampler_saved_at_s = now
-                    next_tick = now + self.tick_interval_s
-                if not stored:
+                if not self.step():
                     self.intake.wait(self.tick_interval_s)
             except _Stopping:
                 unstored = self.intake.backlog[0]
@@ -159,6 +176,52 @@ class StoreWriter:
                 self.counts["writer_errors"] += 1
                 log.exception("store writer loop failed; continuing")
                 self._stop.wait(0.5)
+
+    def _run_sampling(self) -> None:
+        next_tick = time.monotonic()
+        while not self._stop_sampling.is_set():
+            try:
+                with self._sampling:
+                    if self._unsampled is None:
+                        self._sampling.wait(max(0.0, next_tick - time.monotonic()))
+                self.sample_stored()
+                now = time.monotonic()
+                if now >= next_tick:
+                    self._handle(self.sampler.tick())
+                    if now - self._sampler_saved_at_s >= 1.0:
+                        self._save_sampler_cursor()
+                        self._sampler_saved_at_s = now
+                    next_tick = now + self.tick_interval_s
+            except Exception:  # sampling must outlive any bug or store outage; the range waits to be retried
+                self.counts["sampling_errors"] += 1
+                log.exception("sampling loop failed; retrying")
+                self._stop_sampling.wait(0.5)
+
+    def sample_stored(self) -> None:
+        """Feed the sampler every range stored since it last looked, in one query (called by the sampling thread;
+        directly by whoever drives `step` by hand)."""
+        with self._sampling:
+            taken, self._unsampled = self._unsampled, None
+        if taken is None:
+            return
+        try:
+            self._feed(*taken)
+        except StoreError as exc:
+            if not exc.retryable:  # a query the store will never answer: drop the range, say so
+                self.counts["sampling_ranges_dropped"] += 1
+                log.error("sampling skipped ingest sequences %d-%d: %s", taken[0], taken[1], exc)
+                return
+            self._give_back(taken)
+            raise
+        except Exception:
+            self._give_back(taken)
+            raise
+        self._sampled_to = taken[1]
+
+    def _give_back(self, taken: tuple[int, int]) -> None:
+        with self._sampling:
+            later = self._unsampled
+            self._unsampled = taken if later is None else (taken[0], later[1])
 
     def step(self) -> int:
         """Store one batch if any is ready; returns the requests stored."""
@@ -178,7 +241,10 @@ class StoreWriter:
         self.counts["batches"] += 1
         self.counts["requests_stored"] += len(batch)
         self.counts["spans_stored"] += sum(r.spans for r in batch)
-        self._feed(self.seq.of(first), self.seq.of(last))
+        with self._sampling:  # hand the range to the sampling thread, merged with any it has not taken yet
+            pending = self._unsampled
+            self._unsampled = (self.seq.of(first) if pending is None else pending[0], self.seq.of(last))
+            self._sampling.notify()
         return len(taken)
 
     def _with_bodies(self, batch: list[PendingRequest]) -> list[PendingRequest]:
@@ -263,18 +329,19 @@ class StoreWriter:
         self._handle(decided)
 
     def _handle(self, decided: list[DecidedTrace]) -> None:
-        if decided:
-            began = time.perf_counter()
-            self.on_decided(decided)
-            self.seconds["decided"] += time.perf_counter() - began
+        # called on every tick, also with nothing decided: the handler may batch work and needs to hear time pass
+        began = time.perf_counter()
+        self.on_decided(decided)
+        self.seconds["decided"] += time.perf_counter() - began
 
     def _save_sampler_cursor(self) -> None:
-        """Persist where a restarted sampler must look back to: its oldest undecided trace, else the store."""
+        """Persist where a restarted sampler must look back to: its oldest undecided trace, else the last request
+        it has seen (stored requests past it are not sampled yet: a restart feeds them from the store)."""
         low_water = self.sampler.low_water_seq()
         if low_water is not None:
             self.sampler_cursor.save(self.seq.position(low_water))
-        elif self._stored is not None:
-            self.sampler_cursor.save(self._stored)
+        elif self._sampled_to is not None:
+            self.sampler_cursor.save(self.seq.position(self._sampled_to))
 
 
 def _log_id(path: Path) -> str:

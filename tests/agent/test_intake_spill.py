@@ -39,6 +39,7 @@ def _writer(tmp_path: Path, wal: WriteAheadLog, intake: WalIntake, store: Record
 def _drain(writer: StoreWriter) -> None:
     while writer.step():
         pass
+    writer.sample_stored()
 
 
 def test_read_after_returns_the_following_records_across_segments(tmp_path: Path) -> None:
@@ -70,8 +71,8 @@ def test_requests_past_the_memory_cap_are_spilled_then_stored_in_order(tmp_path:
     assert store.inserts >= 4  # batches capped at 120 bytes: two requests each
     assert writer.counts["requests_read_back"] == 7 and writer.counts["requests_stored"] == 9
     assert intake.backlog == (0, 0)
-    # where the writer's time went: inserting and the sampler's queries; nothing was decided, so no such phase
-    assert set(writer.seconds) == {"insert", "sample"} and min(writer.seconds.values()) > 0
+    # where the writer's time went: inserting, the sampler's queries, handing (no) decisions on
+    assert set(writer.seconds) == {"insert", "sample", "decided"} and min(writer.seconds.values()) > 0
     wal.close()
 
 

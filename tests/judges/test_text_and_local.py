@@ -46,12 +46,21 @@ async def test_local_judge_rejects_a_wrong_number_and_an_invented_name() -> None
     result = await judge.score("faithfulness", sample)
     assert result.value == 0.5
     assert [c.verdict for c in result.claims] == [Verdict.SUPPORTED, Verdict.UNSUPPORTED]
-    # A known weakness, kept visible: a wrong number in an otherwise copied sentence lowers the support but does
-    # not flip the verdict (vetoing on number mismatches lowered kappa on the fitting split).
+    # A wrong number in an otherwise copied sentence: v2 only lowered the support; v3's number_conflict (the claim's
+    # number against the closest sentence's) flips the verdict.
     right = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1889.", passages=PASSAGES))
     wrong = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1925.", passages=PASSAGES))
-    right_support, wrong_support = right.claims[0].support, wrong.claims[0].support
-    assert right_support is not None and wrong_support is not None and wrong_support < right_support
+    assert [c.verdict for c in right.claims] == [Verdict.SUPPORTED]
+    assert [c.verdict for c in wrong.claims] == [Verdict.UNSUPPORTED]
+
+
+def test_a_refusal_declines_and_asserts_nothing_else() -> None:
+    assert text.is_refusal("I'm sorry, the documents do not say.")
+    assert text.is_refusal("I don't know.") and text.is_refusal("I cannot answer that from the context [1].")
+    # "I don't …" is often an opinion, not a refusal, and an answer that declines and then asserts is judged
+    assert not text.is_refusal("I don't like PlayStation 2 but it is fun to play.")
+    assert not text.is_refusal("I don't really know but Presley was born in Tupelo.")
+    assert not text.is_refusal("Sorry, I don't know. The tower is in Paris.")
 
 
 async def test_local_judge_refusal_and_undefined_cases() -> None:

@@ -1,0 +1,171 @@
+"""How a claim lines up with the passage sentence closest to it: the local judge's v3 "alignment" features.
+
+v2 looked at a claim's words as a bag; most unfaithful answers in the dev data copy a passage sentence and change
+it — words reordered ("a hot dog with a corn dog"), words inserted, a number swapped — or lean on the dialogue
+instead of the passage. Each feature here is a cue measured by k-fold on the fitting split
+(benchmarks/fit_local_judge.py, design log), not a proof:
+
+- window coverage: stem coverage over one passage sentence or two adjacent ones ("The tower … It is 330 m tall");
+- against the best sentence (most shared content stems, first on ties): stems it lacks, bigram coverage, a
+  number that conflicts with one of its numbers, the claim's length relative to it, and how many adjacent claim
+  stems appear in reverse order in it;
+- the longest common subsequence of the claim's words with a passage sentence, over the claim's words (a copied
+  sentence scores near 1 even with a word changed; a shuffled one does not);
+- the share of the claim's stems that the question (the dialogue so far) has and no passage has;
+- whether the claim opens like a chat reply ("yes", "oh", "well", "I", "that");
+- the whole answer's novel-word share and best-sentence coverage (a claim of an answer that strays is suspect).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from judges import text
+
+ALIGNMENT_FEATURES = (
+    "window_coverage",
+    "question_share",
+    "best_sentence_missing",
+    "sentence_bigram_coverage",
+    "number_conflict",
+    "reply_opener",
+    "length_ratio",
+    "aligned_share",
+    "order_swaps",
+    "answer_novel_share",
+    "answer_sentence_coverage",
+)
+# First words of a chat reply rather than of a statement taken from a passage (measured as one cue; "I" and "that"
+# open most dialogue replies in BEGIN: "that is great!", "I think …").
+REPLY_OPENERS = frozenset({"yes", "yeah", "yea", "oh", "wow", "well", "sure", "haha", "lol", "no", "that", "i"})
+_ALIGNED_CANDIDATES = 5  # sentences compared word by word per claim (the lexically closest): bounds the cost
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    text: str
+    words: tuple[str, ...]  # stemmed, stopwords kept: for the common subsequence
+    content: tuple[str, ...]  # content stems in order
+    stems: frozenset[str]
+    numbers: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceIndex:
+    """Every passage sentence, prepared once per answer, and the windows of two adjacent sentences."""
+
+    sentences: tuple[Sentence, ...]
+    windows: tuple[frozenset[str], ...]  # stems of one sentence or two adjacent ones of the same passage
+    passage_stems: frozenset[str]
+    passage_words: frozenset[str]
+
+    @classmethod
+    def build(cls, passages: Sequence[str]) -> SentenceIndex:
+        sentences: list[Sentence] = []
+        windows: list[frozenset[str]] = []
+        for passage in passages:
+            own = []
+            for sentence in text.sentences(passage):
+                content = tuple(text.content_tokens(sentence))
+                words = tuple(text.stem(t) for t in text.tokens(sentence))
+                own.append(Sentence(sentence, words, content, frozenset(content), frozenset(text.numbers(sentence))))
+            sentences.extend(own)
+            windows.extend(s.stems for s in own)
+            windows.extend(a.stems | b.stems for a, b in itertools.pairwise(own))
+        return cls(
+            tuple(sentences),
+            tuple(windows),
+            frozenset(s for p in passages for s in text.content_tokens(p)),
+            frozenset(t for p in passages for t in text.tokens(p)),
+        )
+
+    def best(self, stems: set[str]) -> Sentence | None:
+        """The sentence sharing the most content stems with the claim; the first one on ties."""
+        best, shared = None, -1
+        for sentence in self.sentences:
+            n = len(stems & sentence.stems)
+            if n > shared:
+                best, shared = sentence, n
+        return best
+
+
+def common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two word sequences (dynamic programming, O(len a · len b))."""
+    if not a or not b:
+        return 0
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b):
+            current.append(previous[j] + 1 if x == y else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def order_swaps(claim_content: Sequence[str], sentence: Sentence) -> float:
+    """Share of the claim's adjacent content stems (both in the sentence) that the sentence has the other way round."""
+    first_position: dict[str, int] = {}
+    for position, stem in enumerate(sentence.content):
+        first_position.setdefault(stem, position)
+    positions = [first_position[s] for s in claim_content if s in first_position]
+    pairs = list(itertools.pairwise(positions))
+    return sum(a > b for a, b in pairs) / len(pairs) if pairs else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCues:
+    """The whole answer's cues, computed once and shared by its claims."""
+
+    novel_share: float
+    sentence_coverage: float
+
+    @classmethod
+    def of(cls, answer: str, index: SentenceIndex) -> AnswerCues:
+        words = set(text.tokens(answer))
+        novel = len(words - index.passage_words) / len(words) if words else 0.0
+        stems = set(text.content_tokens(answer))
+        best = index.best(stems) if stems else None
+        coverage = len(stems & best.stems) / len(stems) if best is not None and stems else 0.0
+        return cls(novel, coverage)
+
+
+def alignment_features(claim: str, index: SentenceIndex, question: str, answer: AnswerCues) -> dict[str, float]:
+    content = text.content_tokens(claim)
+    stems = set(content)
+    raw = text.tokens(claim)
+    words = [text.stem(t) for t in raw]
+    row = {
+        "answer_novel_share": answer.novel_share,
+        "answer_sentence_coverage": answer.sentence_coverage,
+        "reply_opener": 1.0 if raw and raw[0] in REPLY_OPENERS else 0.0,
+    }
+    best = index.best(stems)
+    if not stems or best is None:
+        row.update(
+            window_coverage=0.0,
+            question_share=0.0,
+            best_sentence_missing=0.0,
+            sentence_bigram_coverage=0.0,
+            number_conflict=0.0,
+            length_ratio=0.0,
+            aligned_share=0.0,
+            order_swaps=0.0,
+        )
+        return row
+    pairs = set(itertools.pairwise(content))
+    claim_numbers = text.numbers(claim)
+    closest = sorted(index.sentences, key=lambda s: -len(stems & s.stems))[:_ALIGNED_CANDIDATES]
+    row.update(
+        window_coverage=max(len(stems & w) for w in index.windows) / len(stems),
+        question_share=len((stems & set(text.content_tokens(question))) - index.passage_stems) / len(stems),
+        best_sentence_missing=math.log1p(len(stems - best.stems)),
+        sentence_bigram_coverage=(len(pairs & set(itertools.pairwise(best.content))) / len(pairs) if pairs else 1.0),
+        number_conflict=1.0 if claim_numbers and best.numbers and claim_numbers - best.numbers else 0.0,
+        length_ratio=len(words) / (1 + len(best.words)),
+        aligned_share=max(common_subsequence(words, s.words) for s in closest) / max(len(words), 1),
+        order_swaps=order_swaps(content, best),
+    )
+    return row

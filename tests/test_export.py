@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import ragmon
 from ragmon.retry import Outcome, RetryPolicy, classify_http_status, parse_retry_after
@@ -87,6 +88,34 @@ def test_full_queue_drops_are_counted_and_reported_to_the_receiver() -> None:
         assert len(receiver.span_names()) == 3
         scope = receiver.requests[0][1].resource_spans[0].scope_spans[0].scope
         assert {kv.key: kv.value.int_value for kv in scope.attributes} == {"ragmon.sdk.dropped_spans": 7}
+
+
+def test_full_batches_go_out_at_once_and_a_partial_one_waits_for_flush() -> None:
+    # Every export request has a fixed cost; the few spans that trickle in while a full batch is exported must
+    # not go out as their own tiny request. The timer is a minute here, so only the flush may send the rest.
+    with OtlpReceiver() as receiver:
+        _configure(receiver.endpoint, batch_max_spans=3, flush_interval_ms=60_000)
+        _spans(7)
+        deadline = time.monotonic() + 10.0
+        while len(receiver.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sizes = [len(r.resource_spans[0].scope_spans[0].spans) for _, r in receiver.requests]
+        assert sizes == [3, 3]
+        assert ragmon.stats()["queued"] == 1
+        assert ragmon.force_flush()
+        sizes = [len(r.resource_spans[0].scope_spans[0].spans) for _, r in receiver.requests]
+        assert sizes == [3, 3, 1]
+        assert ragmon.stats()["exported"] == 7 and ragmon.stats()["dropped_total"] == 0
+
+
+def test_partial_batch_goes_out_when_the_flush_interval_passes() -> None:
+    with OtlpReceiver() as receiver:
+        _configure(receiver.endpoint, batch_max_spans=1000, flush_interval_ms=20)
+        _spans(2)
+        deadline = time.monotonic() + 10.0  # no flush call: only the interval timer can send these
+        while not receiver.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(receiver.span_names()) == ["request export-test", "retrieval s0"]
 
 
 def test_gzip_compression() -> None:

@@ -123,6 +123,35 @@ def test_stage_attributes_follow_otel_genai_names(captured) -> None:
         assert span.status.status_code is StatusCode.UNSET
 
 
+def test_documents_json_is_exactly_what_json_dumps_writes(captured) -> None:
+    # ragmon writes this JSON piece by piece (for speed); readers expect json.dumps' text, byte for byte.
+    class Hit:
+        def __init__(self, id: object, score: object) -> None:
+            self.id, self.score = id, score
+
+    documents = [
+        ("plain", 0.5),
+        ('quote " and \\ backslash', -0.0),
+        ("ünïcode 漢字 🙂", 1e-300),
+        ("control \n\t\x00", float("nan")),
+        {"id": 42, "score": 3},  # a non-str id and an int score, coerced as before
+        Hit("inf", float("inf")),
+        ["-inf", float("-inf")],
+        ("big", 1.7976931348623157e308),
+    ]
+    cap = captured()
+    with ragmon.request("docs-qa"), ragmon.search() as s:
+        s.record(documents=documents)
+    expected = json.dumps(
+        [
+            {"id": str(d["id"] if isinstance(d, dict) else d.id if isinstance(d, Hit) else d[0]),
+             "score": float(d["score"] if isinstance(d, dict) else d.score if isinstance(d, Hit) else d[1])}
+            for d in documents
+        ]
+    )  # fmt: skip
+    assert cap.by_stage()["search"].attributes[attr.GEN_AI_RETRIEVAL_DOCUMENTS] == expected
+
+
 def test_retrieval_health_rank1_score_gap_and_norms(captured) -> None:
     cap = captured()
     _one_request()

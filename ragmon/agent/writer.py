@@ -66,7 +66,7 @@ class StoreWriter:
         *,
         batch_max_requests: int = 256,
         batch_max_spans: int = 131_072,
-        batch_max_bytes: int = 64 * 1024 * 1024,  # agent.insert_batch_max_bytes: memory against throughput
+        batch_max_bytes: int = 32 * 1024 * 1024,  # agent.insert_batch_max_bytes: memory against throughput
         tick_interval_s: float = 0.1,
         policy: RetryPolicy | None = None,
         seq: IngestSeq | None = None,

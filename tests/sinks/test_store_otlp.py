@@ -247,6 +247,24 @@ def test_copy_payloads_builds_rows_in_the_engine(store: Store) -> None:
     )
 
 
+def test_payloads_for_judging_reads_many_traces_in_one_query(store: Store) -> None:
+    _install(store)
+    store.insert_otlp(envelopes([rag_trace(0), rag_trace(1), rag_trace(2)], seq0=1), dedup_token="j")
+    ids = [f"{n:032x}" for n in (1, 2, 3)]
+    kept = [{"tenant": "acme", "trace_id": i, "reasons": ["baseline"], "probability": 0.5} for i in ids[:2]]
+    store.copy_payloads(kept)
+    store.copy_payloads(kept[:1])  # copied again
+    found = store.payloads_for_judging("acme", [*ids, "f" * 32])
+    assert sorted(found) == ids[:2]  # not copied, unknown: absent; copied twice: once
+    assert found[ids[1]]["question"] == "What is the refund window? #1"
+    assert found[ids[1]]["answer"] == "30 days. #1"
+    assert found[ids[1]]["passage_texts"] == ["two", "one"]
+    assert (found[ids[1]]["feature"], found[ids[1]]["sampling_reason"]) == ("support", "baseline")
+    assert found[ids[1]]["inclusion_probability"] == pytest.approx(0.5)
+    assert store.payloads_for_judging("other-tenant", ids) == {}
+    assert store.payloads_for_judging("acme", []) == {}
+
+
 def test_recent_p95(store: Store) -> None:
     _install(store)
     store.insert_otlp(envelopes([rag_trace(i, slow_ms=10.0 * i) for i in range(40)], seq0=1), dedup_token="r")

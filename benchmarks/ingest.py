@@ -187,7 +187,9 @@ def main(argv: list[str] | None = None) -> None:
             agent_cpu_s = _cpu_seconds(agent.process.pid) - cpu_before
             memory_peak_mb = memory.stop()
             with urllib.request.urlopen(f"{agent.otlp_http}/metrics", timeout=30) as response:
-                phases = _writer_phases(response.read().decode())
+                metrics_text = response.read().decode()
+            phases = _writer_phases(metrics_text)
+            decisions = _samples(metrics_text, "ragmon_sampler_decisions_total")
             report_ms = []
             for _ in range(args.report_repeats):
                 started = time.perf_counter()
@@ -223,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         f"agent peak RSS: {rss_mb:.0f} MB (while ingesting, sampled every 50 ms: anonymous "
         f"{memory_peak_mb['RssAnon']:.0f} MB peak, file-backed {memory_peak_mb['RssFile']:.0f} MB peak)"
     )
+    print("sampler decisions: " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(decisions.items())))
     print("store writer wall time by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     print(
         f"report via the agent API: median {statistics.median(api_ms):.0f} ms; "
@@ -232,12 +235,19 @@ def main(argv: list[str] | None = None) -> None:
 
 def _writer_phases(metrics_text: str) -> dict[str, float]:
     """{phase: seconds} from the agent's `ragmon_store_writer_seconds_total{phase="..."}` samples."""
-    prefix = 'ragmon_store_writer_seconds_total{phase="'
     return {
-        line[len(prefix) :].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
-        for line in metrics_text.splitlines()
-        if line.startswith(prefix)
+        labels.split('"')[1]: v for labels, v in _samples(metrics_text, "ragmon_store_writer_seconds_total").items()
     }
+
+
+def _samples(metrics_text: str, name: str) -> dict[str, float]:
+    """{labels: value} of one Prometheus metric's samples (labels as written, without the braces)."""
+    out = {}
+    for line in metrics_text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name) + 1 :].rsplit(" ", 1)
+            out[labels.rstrip("}")] = float(value)
+    return out
 
 
 if __name__ == "__main__":

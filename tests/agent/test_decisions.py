@@ -7,7 +7,6 @@ from typing import Any
 
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.sampling import DecidedTrace, Decision
-from ragmon.agent.sampling.trace import TraceSummary
 from sinks.errors import StoreError
 
 
@@ -33,8 +32,7 @@ class Clock:
 
 
 def _decided(trace_id: str, decision: Decision = Decision.KEEP) -> DecidedTrace:
-    summary = TraceSummary(trace_id=trace_id, tenant="acme", first_seen_s=0.0)
-    return DecidedTrace(summary, decision, ("error",), 1.0, "complete", 0.0)
+    return DecidedTrace("acme", trace_id, decision, ("error",), 1.0, "complete", 0.0)
 
 
 def test_copies_once_per_interval_and_when_a_batch_is_full() -> None:

@@ -35,19 +35,19 @@ class CompositePolicy:
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
             raise ValueError(f"sampling policy names must be unique, got {names}")
-        self._drop_rules = [(p, _keys(p.name)) for p in policies if getattr(p, "action", "keep") == "drop"]
-        self._keep_policies = [(p, _keys(p.name)) for p in policies if getattr(p, "action", "keep") != "drop"]
-        self._budget = budget
-        self._exempt = budget_exempt
+        self.drop_rules = [(p, _keys(p.name)) for p in policies if getattr(p, "action", "keep") == "drop"]
+        self.keep_policies = [(p, _keys(p.name)) for p in policies if getattr(p, "action", "keep") != "drop"]
+        self.budget = budget
+        self.exempt = budget_exempt
         self.counts: Counter[tuple[str, str]] = Counter()  # (policy, decision value) -> traces
 
     def decide(self, trace: TraceSummary, now_s: float) -> Outcome:
-        for rule, keys in self._drop_rules:
+        for rule, keys in self.drop_rules:
             if self._evaluate(rule, keys, trace).decision is Decision.DROP:
                 self.counts[("composite", _VALUE[Decision.DROP])] += 1
                 return Outcome(Decision.DROP, (rule.name,), 0.0)
         fired: list[tuple[str, float]] = []
-        for policy, keys in self._keep_policies:
+        for policy, keys in self.keep_policies:
             verdict = self._evaluate(policy, keys, trace)
             if verdict.decision is Decision.KEEP:
                 fired.append((policy.name, verdict.probability))
@@ -56,12 +56,12 @@ class CompositePolicy:
             return Outcome(Decision.SKIP, (), 0.0)
         reasons = tuple(name for name, _ in fired)
         probability = max(p for _, p in fired)
-        if self._budget is not None:
-            if any(name in self._exempt for name in reasons):
-                self._budget.try_spend(trace.bytes_held, now_s, force=True)
+        if self.budget is not None:
+            if any(name in self.exempt for name in reasons):
+                self.budget.try_spend(trace.bytes_held, now_s, force=True)
             else:
-                admission = self._budget.admission_probability(trace.bytes_held, now_s)
-                if not (_uniform(trace.trace_id) < admission and self._budget.try_spend(trace.bytes_held, now_s)):
+                admission = self.budget.admission_probability(trace.bytes_held, now_s)
+                if not (uniform(trace.trace_id) < admission and self.budget.try_spend(trace.bytes_held, now_s)):
                     self.counts[("budget", _VALUE[Decision.SKIP])] += 1
                     self.counts[("composite", _VALUE[Decision.SKIP])] += 1
                     return Outcome(Decision.SKIP, ("budget",), 0.0)
@@ -88,7 +88,7 @@ def _keys(name: str) -> dict[Decision, tuple[str, str]]:
 _VALUE = {decision: str(decision.value) for decision in Decision}
 
 
-def _uniform(trace_id: str) -> float:
+def uniform(trace_id: str) -> float:
     """A number in [0, 1) from the high trace-id bits (the baseline uses the low 56): independent, reproducible."""
     try:
         return int(trace_id[:13], 16) / float(1 << 52)

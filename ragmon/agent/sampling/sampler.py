@@ -9,6 +9,8 @@
 - "Slow relative to p95" compares each stage's longest span with the recent p95 of its (feature, stage), which
   the agent reads from the store's per-minute rollups over all traffic (`p95_lookup`).
 - Time comes from an injected clock, so tests drive it by hand.
+- A stored batch's fragments arrive as one table (`ingest_table`); traces that arrive whole wait and are decided as
+  rows of that table, all at once (`batch.py`); the rest take the per-trace path. Both paths decide alike.
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+
+from ragmon.agent.sampling import batch
+from ragmon.agent.sampling.batch import FragmentColumns
 from ragmon.agent.sampling.budget import KeepBudget
 from ragmon.agent.sampling.composite import CompositePolicy
 from ragmon.agent.sampling.config import SamplerConfig, build_policies
@@ -36,20 +43,28 @@ def _no_p95(feature: str, stage: str) -> float | None:
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs ~3x to build, one per trace
 class DecidedTrace:
-    summary: TraceSummary
+    tenant: str
+    trace_id: str
     decision: Decision
     reasons: tuple[str, ...]
     probability: float  # chance a trace like this one is kept; 1/probability is its weight
     decided_by: str  # complete | timeout | evicted:max_traces | evicted:max_bytes | shutdown | late
     decided_at_s: float
 
-    @property
-    def trace_id(self) -> str:
-        return self.summary.trace_id
 
-    @property
-    def tenant(self) -> str:
-        return self.summary.tenant
+@dataclass(slots=True, eq=False)
+class _WaitingBatch:
+    """The rows of one stored batch whose traces arrived whole (root included) and wait out the grace period."""
+
+    columns: FragmentColumns
+    waiting: np.ndarray  # bool per row: still waiting here
+    count: int
+    bytes_held: int
+    first_seen_s: float
+    ready_at_s: float
+
+    def first_rows(self, n: int) -> np.ndarray:
+        return np.flatnonzero(self.waiting)[:n]
 
 
 class Sampler:
@@ -72,58 +87,144 @@ class Sampler:
         self._pending: OrderedDict[str, TraceSummary] = OrderedDict()  # first-seen order: oldest first
         self._ready: deque[tuple[float, str]] = deque()  # (decide at, trace id), in time order
         self._decided: OrderedDict[str, tuple[Decision, tuple[str, ...], float]] = OrderedDict()
+        # the columnar path: waiting batches in arrival order, and where each of their traces is
+        self._columnar = batch.supports(self.policy)
+        self._batches: deque[_WaitingBatch] = deque()
+        self._in_batch: dict[str, tuple[_WaitingBatch, int]] = {}
         self.bytes_held = 0
         self.counts: Counter[str] = Counter()
 
     @property
     def traces_held(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._in_batch)
 
     def low_water_seq(self) -> int | None:
         """The smallest ingest sequence a pending trace was first seen in: replay from here after a crash."""
-        return min((t.first_ingest_seq for t in self._pending.values()), default=None)
+        seqs = [t.first_ingest_seq for t in self._pending.values()]
+        seqs += [b.columns.first_ingest_seq for b in self._batches if b.count]
+        return min(seqs, default=None)
 
     def ingest(self, fragments: Iterable[TraceFragment]) -> list[DecidedTrace]:
         """Merge fragments in; return traces decided meanwhile (evictions, late fragments of kept traces)."""
         now = self._clock()
         out: list[DecidedTrace] = []
-        grace = self.config.decision_grace_s
-        max_traces = self.config.max_traces
         fragments_seen = spans_seen = 0
         for fragment in fragments:
             fragments_seen += 1
             spans_seen += fragment.span_count
-            trace_id = fragment.trace_id
-            decided = self._decided.get(trace_id)
-            if decided is not None:
-                out.extend(self._late(fragment, decided, now))
-                continue
-            trace = self._pending.get(trace_id)
-            if trace is None:
-                if len(self._pending) >= max_traces:
-                    out.append(self._evict_oldest("evicted:max_traces", now))
-                trace = self._pending[trace_id] = TraceSummary.start(fragment, now)
-            else:
-                trace.merge(fragment)
-            self.bytes_held += fragment.content_bytes
-            if trace.root_seen and trace.complete_at_s is None:
-                trace.complete_at_s = now + grace
-                self._ready.append((trace.complete_at_s, trace_id))
-            while self.bytes_held > self.config.max_bytes and self._pending:
-                out.append(self._evict_oldest("evicted:max_bytes", now))
+            self._add(fragment, now, out)
+            self._enforce_caps(now, out)
         self.counts["fragments"] += fragments_seen
         self.counts["spans"] += spans_seen
         return out
 
+    def ingest_table(self, table: pa.Table, first_ingest_seq: int) -> list[DecidedTrace]:
+        """`ingest` for one stored batch's fragments as a table (`sinks.sampler_sql.trace_fragments_sql`). A trace
+        that arrives whole and new waits as a row of the table; any other takes the per-trace path."""
+        if not table.num_rows:
+            return []
+        if not self._columnar:
+            return self.ingest(TraceFragment.from_columns(table.to_pydict(), first_ingest_seq))
+        now = self._clock()
+        out: list[DecidedTrace] = []
+        columns = FragmentColumns(table, first_ingest_seq)
+        waiting = np.zeros(columns.size, dtype=bool)
+        block = _WaitingBatch(columns, waiting, 0, 0, now, now + self.config.decision_grace_s)
+        in_batch, pending, decided = self._in_batch, self._pending, self._decided
+        root_seen, trace_ids = columns.root_seen.tolist(), columns.trace_id
+        for row in range(columns.size):  # in row order, like `ingest`: a trace id twice in one batch merges
+            trace_id = trace_ids[row]
+            if root_seen[row] and trace_id not in in_batch and trace_id not in pending and trace_id not in decided:
+                waiting[row] = True
+                in_batch[trace_id] = (block, row)
+            else:
+                self._add(columns.fragment(row), now, out)
+        block.count = int(waiting.sum())
+        if block.count:
+            block.bytes_held = int(columns.content_bytes[waiting].sum())
+            self.bytes_held += block.bytes_held
+            self._batches.append(block)
+        self._enforce_caps(now, out)
+        self.counts["fragments"] += columns.size
+        self.counts["spans"] += int(columns.span_count.sum())
+        return out
+
+    def _add(self, fragment: TraceFragment, now: float, out: list[DecidedTrace]) -> None:
+        trace_id = fragment.trace_id
+        decided = self._decided.get(trace_id)
+        if decided is not None:
+            out.extend(self._late(fragment, decided, now))
+            return
+        if trace_id in self._in_batch:
+            self._take_out_of_batch(trace_id)
+        trace = self._pending.get(trace_id)
+        if trace is None:
+            trace = self._pending[trace_id] = TraceSummary.start(fragment, now)
+        else:
+            trace.merge(fragment)
+        self.bytes_held += fragment.content_bytes
+        if trace.root_seen and trace.complete_at_s is None:
+            trace.complete_at_s = now + self.config.decision_grace_s
+            self._ready.append((trace.complete_at_s, trace_id))
+
+    def _take_out_of_batch(self, trace_id: str) -> None:
+        """A waiting row gets another fragment: it becomes a per-trace summary, due when its batch was."""
+        block, row = self._in_batch.pop(trace_id)
+        block.waiting[row] = False
+        block.count -= 1
+        summary = TraceSummary.start(block.columns.fragment(row), block.first_seen_s)
+        block.bytes_held -= summary.bytes_held  # still held, now by the summary
+        summary.complete_at_s = block.ready_at_s
+        self._pending[trace_id] = summary
+        self._ready.append((block.ready_at_s, trace_id))
+
+    def _enforce_caps(self, now: float, out: list[DecidedTrace]) -> None:
+        """Decide the oldest traces early while more traces or captured bytes are held than allowed."""
+        while self.traces_held > self.config.max_traces:
+            self._evict_oldest("evicted:max_traces", self.traces_held - self.config.max_traces, now, out)
+        while self.bytes_held > self.config.max_bytes and self.traces_held:
+            self._evict_oldest("evicted:max_bytes", None, now, out)
+
+    def _evict_oldest(self, reason: str, traces: int | None, now: float, out: list[DecidedTrace]) -> None:
+        """Decide up to `traces` of the oldest held traces (None: as many as bring the bytes under the cap)."""
+        while self._batches and not self._batches[0].count:
+            self._batches.popleft()
+        oldest_pending = next(iter(self._pending.values()), None)
+        block = self._batches[0] if self._batches else None
+        if block is None or (oldest_pending is not None and oldest_pending.first_seen_s < block.first_seen_s):
+            assert oldest_pending is not None
+            del self._pending[oldest_pending.trace_id]
+            self.counts[reason] += 1
+            out.append(self._decide(oldest_pending, reason, now))
+            return
+        if traces is None:  # the fewest rows whose bytes bring the total under the cap
+            rows = block.first_rows(block.count)
+            excess = self.bytes_held - self.config.max_bytes
+            cumulative = np.cumsum(block.columns.content_bytes[rows])
+            rows = rows[: int(np.searchsorted(cumulative, excess)) + 1]
+        else:
+            rows = block.first_rows(traces)
+        self.counts[reason] += len(rows)
+        self._decide_rows(block, rows, reason, now, out)
+
     def tick(self) -> list[DecidedTrace]:
         """Decide every trace that is complete (root + grace) or timed out by now."""
         now = self._clock()
-        out = []
-        while self._ready and self._ready[0][0] <= now:
-            _, trace_id = self._ready.popleft()
-            trace = self._pending.pop(trace_id, None)
-            if trace is not None:  # else already decided (evicted)
-                out.append(self._decide(trace, "complete", now))
+        out: list[DecidedTrace] = []
+        ready, batches = self._ready, self._batches
+        while True:  # per-trace and columnar traces in the order they became due
+            trace_due = ready[0][0] if ready and ready[0][0] <= now else None
+            batch_due = batches[0].ready_at_s if batches and batches[0].ready_at_s <= now else None
+            if trace_due is None and batch_due is None:
+                break
+            if batch_due is None or (trace_due is not None and trace_due <= batch_due):
+                _, trace_id = ready.popleft()
+                trace = self._pending.pop(trace_id, None)
+                if trace is not None:  # else already decided (evicted)
+                    out.append(self._decide(trace, "complete", now))
+            else:
+                block = batches.popleft()
+                self._decide_rows(block, block.first_rows(block.count), "complete", now, out)
         deadline = now - self.config.decision_timeout_s
         while self._pending:
             oldest = next(iter(self._pending.values()))
@@ -139,12 +240,10 @@ class Sampler:
         out = [self._decide(trace, "shutdown", now) for trace in self._pending.values()]
         self._pending.clear()
         self._ready.clear()
+        while self._batches:
+            block = self._batches.popleft()
+            self._decide_rows(block, block.first_rows(block.count), "shutdown", now, out)
         return out
-
-    def _evict_oldest(self, reason: str, now: float) -> DecidedTrace:
-        _, trace = self._pending.popitem(last=False)
-        self.counts[reason] += 1
-        return self._decide(trace, reason, now)
 
     def _decide(self, trace: TraceSummary, decided_by: str, now: float) -> DecidedTrace:
         self.bytes_held -= trace.bytes_held
@@ -158,7 +257,33 @@ class Sampler:
         self.counts[_DECIDED[outcome.decision]] += 1
         self.counts["decided_by:" + decided_by] += 1
         self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability))
-        return DecidedTrace(trace, outcome.decision, outcome.reasons, outcome.probability, decided_by, now)
+        return DecidedTrace(
+            trace.tenant, trace.trace_id, outcome.decision, outcome.reasons, outcome.probability, decided_by, now
+        )
+
+    def _decide_rows(
+        self, block: _WaitingBatch, rows: np.ndarray, decided_by: str, now: float, out: list[DecidedTrace]
+    ) -> None:
+        """Decide waiting `rows` of `block` at once (the composite over arrays; see batch.py)."""
+        if not len(rows):
+            return
+        columns = block.columns
+        outcome = batch.decide_rows(self.policy, columns, rows, now, self.p95_lookup if self._uses_p95 else None)
+        block.waiting[rows] = False
+        block.count -= len(rows)
+        released = int(columns.content_bytes[rows].sum())
+        block.bytes_held -= released
+        self.bytes_held -= released
+        trace_ids, tenants, in_batch, remember = columns.trace_id, columns.tenant, self._in_batch, self._remember
+        for i, row in enumerate(rows.tolist()):
+            trace_id = trace_ids[row]
+            del in_batch[trace_id]
+            decision, reasons, probability = outcome.decision[i], outcome.reasons[i], outcome.probability[i]
+            remember(trace_id, (decision, reasons, probability))
+            out.append(DecidedTrace(tenants[row], trace_id, decision, reasons, probability, decided_by, now))
+        for decision, n in Counter(outcome.decision).items():
+            self.counts[_DECIDED[decision]] += n
+        self.counts["decided_by:" + decided_by] += len(rows)
 
     def _remember(self, trace_id: str, decision: tuple[Decision, tuple[str, ...], float]) -> None:
         if self.config.decision_cache_size == 0:
@@ -176,6 +301,4 @@ class Sampler:
             self.counts["late_spans_discarded"] += fragment.span_count
             return []
         self.counts["late_spans_kept"] += fragment.span_count
-        summary = TraceSummary(fragment.trace_id, fragment.tenant, now)
-        summary.merge(fragment)
-        return [DecidedTrace(summary, decision, reasons, probability, "late", now)]
+        return [DecidedTrace(fragment.tenant, fragment.trace_id, decision, reasons, probability, "late", now)]

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -89,8 +91,8 @@ class NoFragments:
     def __init__(self, store: Any) -> None:
         self._store = store
 
-    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]:
-        return {name: [] for name in FRAGMENT_COLUMNS}
+    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table:
+        return pa.table({name: [] for name in FRAGMENT_COLUMNS})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ragmon.model import SPAN_COLUMNS, SpanBatch
 from sinks import otlp_ingest
 from sinks.arrow import to_rows, to_table
@@ -265,19 +267,16 @@ class Store:
 
     # --- the sampler's queries --------------------------------------------------------------------------
 
-    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]:
-        """One summary per (tenant, trace_id) among the spans with ingest_seq in [seq_from, seq_to], as one list per
-        column (the sampler's hot path: no dict per row). `stage_max_ms` holds (stage, ms) pairs."""
+    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table:
+        """One summary per (tenant, trace_id) among the spans with ingest_seq in [seq_from, seq_to], as a table (the
+        sampler's hot path reads it as arrays). `stage_max_ms` is a Map(stage, ms)."""
         params = {"seq_from": int(seq_from), "seq_to": int(seq_to)}
         # the read connection: on the embedded engine the sampler's query then runs beside the next insert
-        table = self.backend.select(trace_fragments_sql(self._ddl), params, readonly=True)
-        columns: dict[str, list[Any]] = table.to_pydict()
-        return columns
+        return self.backend.select(trace_fragments_sql(self._ddl), params, readonly=True)
 
     def trace_fragments(self, seq_from: int, seq_to: int) -> list[dict[str, Any]]:
         """The same summaries as rows (for tools and tests)."""
-        columns = self.trace_fragment_columns(seq_from, seq_to)
-        rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+        rows = to_rows(self.trace_fragment_table(seq_from, seq_to))
         for row in rows:
             row["root_seen"] = bool(row["root_seen"])
             row["stage_max_ms"] = dict(row["stage_max_ms"] or ())

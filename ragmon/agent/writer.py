@@ -29,14 +29,17 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from collectors.otlp_sql import seal
 from collectors.wal import Cursor, Position, WriteAheadLog
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
-from ragmon.agent.sampling import DecidedTrace, Sampler, TraceFragment
+from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.retry import RetryPolicy
 from sinks.errors import StoreError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("ragmon.agent")
 
@@ -44,7 +47,7 @@ log = logging.getLogger("ragmon.agent")
 class WriteStore(Protocol):
     def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
 
-    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]: ...
+    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table: ...
 
 
 DecisionHandler = Callable[[list[DecidedTrace]], None]
@@ -323,8 +326,7 @@ class StoreWriter:
     # -- sampling ------------------------------------------------------------------------------------------
     def _feed(self, seq_from: int, seq_to: int) -> None:
         began = time.perf_counter()
-        fragments = TraceFragment.from_columns(self.store.trace_fragment_columns(seq_from, seq_to), seq_from)
-        decided = self.sampler.ingest(fragments)
+        decided = self.sampler.ingest_table(self.store.trace_fragment_table(seq_from, seq_to), seq_from)
         self.seconds["sample"] += time.perf_counter() - began
         self._handle(decided)
 

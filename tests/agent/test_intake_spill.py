@@ -4,7 +4,8 @@ it: memory stays bounded while the store is slow or down, and every acknowledged
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+import pyarrow as pa
 
 from collectors.wal import WriteAheadLog
 from ragmon.agent.intake import WalIntake
@@ -24,8 +25,8 @@ class RecordingStore:
         self.envelopes.extend(envelopes)
         self.inserts += 1
 
-    def trace_fragment_columns(self, seq_from: int, seq_to: int) -> dict[str, list[Any]]:
-        return {name: [] for name in FRAGMENT_COLUMNS}
+    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table:
+        return pa.table({name: [] for name in FRAGMENT_COLUMNS})
 
 
 def _bodies(n: int) -> list[bytes]:

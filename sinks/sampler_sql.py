@@ -80,7 +80,9 @@ PAYLOAD_INSERT_COLUMNS = (
 
 def copy_payloads_sql(ddl: Ddl) -> str:
     """Params: tenants, trace_ids (Array(String)), reasons (Array(Array(String))), probabilities
-    (Array(Float64)) — one entry per kept trace, aligned."""
+    (Array(Float64)) — one entry per kept trace, aligned — and min_seq (UInt64): every span of those traces was
+    stored at or after it (0: no bound). The bound lets both tables skip old parts by their ingest_seq minmax index:
+    without it, finding a few thousand random trace ids reads the trace_id column of everything stored."""
     kept = """
     SELECT k.1 AS tenant, k.2 AS trace_id, k.3 AS reasons, k.4 AS probability
     FROM (SELECT arrayJoin(arrayZip({tenants:Array(String)}, {trace_ids:Array(String)},
@@ -95,14 +97,15 @@ spans_info AS (
     SELECT tenant, trace_id, anyIf(feature, {_ROOT}) AS root_feature, anyIf(feature, feature != '') AS any_feature,
         min(start_time) AS first_start
     FROM {ddl.table("spans")}
-    WHERE trace_id IN {{trace_ids:Array(String)}} AND (tenant, trace_id) IN (SELECT tenant, trace_id FROM kept)
+    WHERE ingest_seq >= {{min_seq:UInt64}} AND trace_id IN {{trace_ids:Array(String)}}
+        AND (tenant, trace_id) IN (SELECT tenant, trace_id FROM kept)
     GROUP BY tenant, trace_id
 ),
 spans_c AS (
     SELECT tenant, trace_id, span_id, parent_span_id, stage, name, start_time, content, retrieved_ids,
         retrieved_scores
     FROM {ddl.table(CONTENT_TABLE)}
-    WHERE (tenant, trace_id) IN (SELECT tenant, trace_id FROM kept)
+    WHERE ingest_seq >= {{min_seq:UInt64}} AND (tenant, trace_id) IN (SELECT tenant, trace_id FROM kept)
     LIMIT 1 BY tenant, trace_id, span_id
 ),
 per_trace AS (

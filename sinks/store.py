@@ -284,7 +284,10 @@ class Store:
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> int:
         """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their
-        sampling reasons and inclusion probability. Idempotent. Returns the kept traces now in `payloads`."""
+        sampling reasons and inclusion probability. Idempotent. Returns the kept traces now in `payloads`.
+
+        A row's `first_ingest_seq` (the sampler's: its spans were all stored at or after it) bounds what the copy
+        reads to recent parts; without it the copy reads every stored span's trace id, which grows with the store."""
         unique: dict[tuple[str, str], Mapping[str, Any]] = {}
         for row in kept:
             unique[(str(row["tenant"]), str(row["trace_id"]))] = row
@@ -295,6 +298,7 @@ class Store:
             "trace_ids": [trace_id for _, trace_id in unique],
             "reasons": [[str(r) for r in row.get("reasons", ())] for row in unique.values()],
             "probabilities": [float(row.get("probability", 1.0)) for row in unique.values()],
+            "min_seq": min(int(row.get("first_ingest_seq") or 0) for row in unique.values()),
         }
         # the params say all there is to copy: hashing them is 5x cheaper than hashing the rows one by one
         digest = hashlib.blake2b(json.dumps(params, ensure_ascii=False).encode(), digest_size=16).hexdigest()

@@ -60,6 +60,7 @@ class DecisionSink:
                         "trace_id": trace.trace_id,
                         "reasons": list(trace.reasons),
                         "probability": trace.probability,
+                        "first_ingest_seq": trace.first_ingest_seq,
                     }
                 )
         if len(self._waiting) >= self.copy_batch or self._clock() - self._copied_at >= self.copy_interval_s:

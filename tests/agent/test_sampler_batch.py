@@ -121,7 +121,9 @@ def _run(config: SamplerConfig, stream: list[list[TraceFragment]], *, columnar: 
 
     def record(traces: list) -> None:
         for t in traces:
-            decided[t.trace_id].append((t.tenant, t.decision, t.reasons, round(t.probability, 12), t.decided_by))
+            decided[t.trace_id].append(
+                (t.tenant, t.decision, t.reasons, round(t.probability, 12), t.decided_by, t.first_ingest_seq)
+            )
 
     for seq, fragments in enumerate(stream):
         if columnar:
@@ -165,6 +167,21 @@ def test_columnar_and_per_trace_paths_decide_alike(name: str, seed: int) -> None
     assert 0 < kept < len(expected)  # the stream exercises both outcomes
     assert {d[0][4] for d in expected.values()} >= {"complete", "timeout"}
     assert any(len(d) > 1 and d[1][4] == "late" for d in expected.values())
+
+
+def test_a_decision_names_the_batch_its_trace_was_first_seen_in() -> None:
+    """The payload copy reads spans from that ingest sequence on: every decision, late ones too, must carry the
+    sequence of the trace's first batch, never a later one (the copy would miss the trace's first spans)."""
+    stream = _stream(4, 30)
+    first_seen: dict[str, int] = {}
+    for seq, fragments in enumerate(stream):
+        for fragment in fragments:
+            first_seen.setdefault(fragment.trace_id, seq)
+    for columnar in (False, True):
+        _, decided = _run(SamplerConfig(), stream, columnar=columnar)
+        assert {trace_id: {d[5] for d in ds} for trace_id, ds in decided.items()} == {
+            trace_id: {seq} for trace_id, seq in first_seen.items()
+        }
 
 
 def test_the_budget_spends_in_the_same_order() -> None:

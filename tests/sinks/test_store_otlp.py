@@ -247,6 +247,24 @@ def test_copy_payloads_builds_rows_in_the_engine(store: Store) -> None:
     )
 
 
+def test_copy_payloads_reads_from_the_first_ingest_sequence_on(store: Store) -> None:
+    """The sampler says from which ingest sequence a kept trace's spans were stored; the copy reads only from there
+    (so it does not scan everything stored). The bound is real: one past the trace's sequence finds nothing."""
+    _install(store)
+    store.insert_otlp(envelopes([rag_trace(0)], seq0=7), dedup_token="s7")
+    store.insert_otlp(envelopes([rag_trace(1)], seq0=8), dedup_token="s8")
+    trace_id = f"{2:032x}"  # rag_trace(1)'s
+    kept = {"tenant": "acme", "trace_id": trace_id, "reasons": ["baseline"], "probability": 0.5}
+    assert store.copy_payloads([{**kept, "first_ingest_seq": 9}]) == 0  # its spans are at sequence 8
+    assert store.copy_payloads([{**kept, "first_ingest_seq": 8}]) == 1
+    row = store.query(f"SELECT * FROM {store.topology.database}.payloads FINAL")[0]
+    assert (row["trace_id"], row["question"], row["answer"]) == (
+        trace_id,
+        "What is the refund window? #1",
+        "30 days. #1",
+    )
+
+
 def test_payloads_for_judging_reads_many_traces_in_one_query(store: Store) -> None:
     _install(store)
     store.insert_otlp(envelopes([rag_trace(0), rag_trace(1), rag_trace(2)], seq0=1), dedup_token="j")

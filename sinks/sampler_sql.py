@@ -82,7 +82,10 @@ def copy_payloads_sql(ddl: Ddl) -> str:
     """Params: tenants, trace_ids (Array(String)), reasons (Array(Array(String))), probabilities
     (Array(Float64)) — one entry per kept trace, aligned — and min_seq (UInt64): every span of those traces was
     stored at or after it (0: no bound). The bound lets both tables skip old parts by their ingest_seq minmax index:
-    without it, finding a few thousand random trace ids reads the trace_id column of everything stored."""
+    without it, finding a few thousand random trace ids reads the trace_id column of everything stored. Sequence
+    numbers are per agent instance (ragmon/agent/intake.py, IngestSeq), so spans of the trace that reached
+    another agent are read only if that agent's numbers are higher — agents sharing a store need the load balancer
+    to route by trace id anyway, or no sampler sees a whole trace (deploy/README.md)."""
     kept = """
     SELECT k.1 AS tenant, k.2 AS trace_id, k.3 AS reasons, k.4 AS probability
     FROM (SELECT arrayJoin(arrayZip({tenants:Array(String)}, {trace_ids:Array(String)},

@@ -192,10 +192,19 @@ class _MemoryWatch:
 
 
 def _peak_rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmHWM")
+
+
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+# How long after the last insert the idle RSS is read: the engine's allocator returns freed pages to the OS on its
+# own within seconds (its decay time), so this reads what the agent keeps, not what a burst left behind.
+_SETTLE_S = 15.0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -268,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
                     json.loads(response.read())
                 api_ms.append((time.perf_counter() - started) * 1000)
             rss_mb = _peak_rss_mb(agent.process.pid) if agent.process else float("nan")
+            time.sleep(max(0.0, first_sent + queryable_s + _SETTLE_S - time.time()))
+            idle_rss_mb = _status_mb(agent.process.pid, "VmRSS")
         finally:
             agent.stop()
             if engine:
@@ -290,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     print("agent CPU by thread name: " + ", ".join(f"{n} {v / agent_cpu_s:.0%}" for n, v in busiest))
     print(
         f"agent peak RSS: {rss_mb:.0f} MB (while ingesting, sampled every 50 ms: anonymous "
-        f"{memory_peak_mb['RssAnon']:.0f} MB peak, file-backed {memory_peak_mb['RssFile']:.0f} MB peak)"
+        f"{memory_peak_mb['RssAnon']:.0f} MB peak, file-backed {memory_peak_mb['RssFile']:.0f} MB peak); "
+        f"{idle_rss_mb:.0f} MB {_SETTLE_S:.0f} s after the last span was queryable"
     )
     if engine:
         print(

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.agent.harness import AgentProcess  # noqa: E402 - the repo's own test harness starts the agent
+from tests.agent.harness import AgentProcess, EngineServer  # noqa: E402 - the repo's own test harness
 
 
 def _template(spans_per_request: int) -> bytes:
@@ -118,35 +118,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class _EngineServer:
-    """A ClickHouse HTTP endpoint over its own embedded engine, in a child process (`--store server`)."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.port = _free_port()
-        script = (
-            "import threading; from sinks.chhttp import ClickHouseHttpServer; "
-            f"ClickHouseHttpServer({str(data_dir)!r}, port={self.port}).start(); "
-            "print('ready', flush=True); threading.Event().wait()"
-        )
-        self.process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        if self.process.stdout.readline().strip() != "ready":
-            raise RuntimeError("the ClickHouse HTTP endpoint did not start")
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait(30)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _cpu_by_thread_name(pid: int) -> dict[str, float]:
     """{thread name: user + system CPU seconds} of the live threads of process `pid`. Python 3.11 leaves its threads
     named after the process ("python…"); the engine names its own (chDB's query pipeline and pools), so this splits
@@ -220,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     total_spans = requests_total * args.spans_per_request
     template = _template(args.spans_per_request)
     with tempfile.TemporaryDirectory(prefix="ragmon-ingest-") as tmp:
-        engine = _EngineServer(Path(tmp) / "clickhouse") if args.store == "server" else None
+        engine = EngineServer(Path(tmp) / "clickhouse") if args.store == "server" else None
         store_args = ["--clickhouse-url", engine.url] if engine else ["--data-dir", str(Path(tmp) / "data")]
         extra_env = {"RAGMON_AGENT__CLICKHOUSE_URL": engine.url} if engine else None
         agent = AgentProcess(Path(tmp) / "data", grpc=False, extra_env=extra_env).start()

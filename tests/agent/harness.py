@@ -22,6 +22,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class EngineServer:
+    """A ClickHouse HTTP endpoint over its own embedded engine (sinks/chhttp.py), in a child process: the store of
+    agents started with `--clickhouse-url`, as a ClickHouse server would be."""
+
+    def __init__(self, data_dir: Path) -> None:
+        port = free_port()
+        script = (
+            "import threading; from sinks.chhttp import ClickHouseHttpServer; "
+            f"ClickHouseHttpServer({str(data_dir)!r}, port={port}).start(); "
+            "print('ready', flush=True); threading.Event().wait()"
+        )
+        self.url = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            self.stop()
+            raise RuntimeError("the ClickHouse HTTP endpoint did not start")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(30)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
 class AgentProcess:
     def __init__(self, data_dir: Path, *, extra_env: dict[str, str] | None = None, grpc: bool = True) -> None:
         self.data_dir = data_dir

@@ -9,10 +9,7 @@ random id of each agent's log, so a repeated instance number never makes the sto
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +21,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
 from ragmon.agent.intake import IngestSeq
-from tests.agent.harness import REPO, AgentProcess, free_port
+from tests.agent.harness import AgentProcess, EngineServer
 
 TRACES_PER_AGENT = 20
 SPANS_PER_TRACE = 3
@@ -47,23 +44,11 @@ def test_ingest_seq_ranges_of_instances_are_disjoint() -> None:
 @pytest.fixture
 def clickhouse_url(tmp_path: Path) -> Iterator[str]:
     """A ClickHouse HTTP endpoint over its own embedded engine, in a child process."""
-    port = free_port()
-    script = (
-        "import sys, threading; from sinks.chhttp import ClickHouseHttpServer; "
-        f"ClickHouseHttpServer({str(tmp_path / 'clickhouse')!r}, port={port}).start(); "
-        "print('ready', flush=True); threading.Event().wait()"
-    )
-    server = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ}
-    )
+    server = EngineServer(tmp_path / "clickhouse")
     try:
-        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
-        yield f"http://127.0.0.1:{port}"
+        yield server.url
     finally:
-        server.kill()
-        server.wait(10)
-        assert server.stdout is not None
-        server.stdout.close()
+        server.stop()
 
 
 def _request(first_trace: int) -> bytes:

@@ -114,7 +114,12 @@ def _sender(url: str, template: bytes, count: int, seed: int, ready: mp.Barrier,
 
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
+
+
+def _stat_cpu_seconds(stat: Path) -> float:
+    """User + system CPU seconds from a /proc `stat` file (a process's or one thread's)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()  # past the command name, which may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -126,10 +131,10 @@ def _cpu_by_thread_name(pid: int) -> dict[str, float]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            seconds = _stat_cpu_seconds(task / "stat")
         except OSError:
             continue  # the thread exited meanwhile
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        out[name] = out.get(name, 0.0) + seconds
     return out
 
 
@@ -211,7 +216,6 @@ def main(argv: list[str] | None = None) -> None:
             assert agent.process is not None
             cpu_before = _cpu_seconds(agent.process.pid)
             engine_cpu_before = _cpu_seconds(engine.process.pid) if engine else 0.0
-            engine_memory = _MemoryWatch(engine.process.pid) if engine else None
             threads_before = _cpu_by_thread_name(agent.process.pid)
             memory = _MemoryWatch(agent.process.pid)
             stats = [results.get(timeout=3600) for _ in senders]
@@ -223,8 +227,6 @@ def main(argv: list[str] | None = None) -> None:
             agent_cpu_s = _cpu_seconds(agent.process.pid) - cpu_before
             engine_cpu_s = _cpu_seconds(engine.process.pid) - engine_cpu_before if engine else 0.0
             engine_peak_mb = _peak_rss_mb(engine.process.pid) if engine else 0.0
-            if engine_memory:
-                engine_memory.stop()
             threads_after = _cpu_by_thread_name(agent.process.pid)
             memory_peak_mb = memory.stop()
             with urllib.request.urlopen(f"{agent.otlp_http}/metrics", timeout=30) as response:

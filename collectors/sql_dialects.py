@@ -31,8 +31,7 @@ __all__ = [
     "FIELDS",
     "DialectSql",
     "Documents",
-    "is_attribute",
-    "is_content",
+    "key_class",
     "openinference_dialect",
     "openllmetry_dialect",
     "otel_dialect",
@@ -140,6 +139,16 @@ FIELDS: Final = (
 )
 
 
+# Classes of attribute keys (`key_class`), and the column of a span's key classes, one per entry of ``a``.
+KEY_ATTRIBUTE: Final = 0
+KEY_CONSUMED: Final = 1
+KEY_CONTENT: Final = 2
+KEY_RETRIEVED_DOCUMENT: Final = 3  # retrieval.documents.N.document.id / .score: the retriever's documents
+KEY_RERANKED_DOCUMENT: Final = 4  # reranker.output_documents.N.document.id / .score
+KEY_RESERVED: Final = 9
+KEY_CLASSES: Final = "key_class"
+
+
 @dataclass(frozen=True, slots=True)
 class Documents:
     """One source of retrieved documents: `present` (UInt8, cheap: it gates the rest), `ids` (Array(String)),
@@ -200,11 +209,12 @@ def _json_documents(key: str) -> Documents:
     )
 
 
-def _flattened_documents(prefix: str) -> Documents:
+def _flattened_documents(prefix: str, key_class: int) -> Documents:
     """OpenInference ``{prefix}{i}.document.id / .score`` keys → ids and scores in index order.
 
     Documents are put in order of their numeric index; a document without an id gets ''; scores are kept only
-    when every document has one.
+    when every document has one. `key_class` is the class `key_class()` gives those keys: the span has such
+    documents when one of its keys has it.
     """
     pattern = quote("^" + prefix.replace(".", "\\.") + "([0-9]+)\\.document\\.(id|score)$")
     order = (
@@ -213,14 +223,10 @@ def _flattened_documents(prefix: str) -> Documents:
     )
     key = f"concat({quote(prefix)}, toString(i), '.document.{{}}')"
     return Documents(
-        present=f"arrayExists(k -> match(k, {_document_field_regex(prefix)}), mapKeys(a))",
+        present=f"has({KEY_CLASSES}, {key_class})",
         ids=f"arrayMap(i -> ifNull(a[{key.format('id')}], ''), {order})",
         scores=f"arrayMap(i -> toFloat64OrNull(a[{key.format('score')}]), {order})",
     )
-
-
-def _document_field_regex(prefix: str) -> str:
-    return quote("^" + prefix.replace(".", "\\.") + ".*\\.document\\.(id|score)$")
 
 
 def ragmon_dialect() -> DialectSql:
@@ -332,8 +338,8 @@ def openinference_dialect() -> DialectSql:
         },
         documents=(
             # a reranker span: its output order is what it retrieved
-            _flattened_documents(A.OI_RERANKER_OUTPUT_DOCUMENTS + "."),
-            _flattened_documents(A.OI_RETRIEVAL_DOCUMENTS + "."),
+            _flattened_documents(A.OI_RERANKER_OUTPUT_DOCUMENTS + ".", KEY_RERANKED_DOCUMENT),
+            _flattened_documents(A.OI_RETRIEVAL_DOCUMENTS + ".", KEY_RETRIEVED_DOCUMENT),
         ),
     )
 
@@ -357,31 +363,37 @@ DIALECTS: Final = (ragmon_dialect, otel_dialect, openinference_dialect, openllme
 
 
 # --- routing of keys that are not fields ---------------------------------------------------------------
-# In the old normaliser's order of checks: a key a dialect reads (or ragmon.tenant, dropped: the tenant is the
-# envelope's) is consumed; then captured text is content; OpenInference document ids and scores are fields,
-# except a reranker's inputs (kept as attributes), and the rest of a document (text, metadata) is content;
-# everything else is an attribute.
-_ID_OR_SCORE: Final = "match({k}, '\\\\.document\\\\.(id|score)$')"
+# Every attribute key gets one class, in the old normaliser's order of checks: a key a dialect reads (or
+# ragmon.tenant, dropped: the tenant is the envelope's) is consumed; then captured text is content; OpenInference
+# document ids and scores are fields, except a reranker's inputs (kept as attributes), and the rest of a document
+# (text, metadata) is content; everything else is an attribute. A key starting with a NUL byte is reserved
+# (`collectors.sql_normalise` files exception and resource entries under such keys) and dropped.
+_UNKNOWN: Final = 255
 
 
-def _consumed(k: str, consumed: frozenset[str]) -> str:
-    return f"has([{', '.join(map(quote, sorted(consumed | {A.RAGMON_TENANT})))}], {k})"
+def key_class(k: str, consumed: frozenset[str]) -> str:
+    """SQL UInt8: the class (``KEY_*``) of attribute key `k`.
 
-
-def is_content(k: str, consumed: frozenset[str]) -> str:
-    """SQL: attribute key `k` is captured text (goes to the content map)."""
-    return (
-        f"NOT {_consumed(k, consumed)} AND (has([{', '.join(map(quote, sorted(CONTENT_KEYS)))}], {k}) "
-        f"OR match({k}, {prefix_regex(CONTENT_PREFIXES)}) "
-        f"OR (match({k}, {prefix_regex(DOCUMENT_PREFIXES)}) AND NOT {_ID_OR_SCORE.format(k=k)}))"
+    The named keys are one hash lookup (``transform`` over constant arrays); only the rest, a few per span, go
+    through the prefix tests. Classifying once per key replaced three membership scans and four regex matches
+    per key (content test, attribute test, the cheap content gate), repeated for every span.
+    """
+    named = {key: KEY_CONTENT for key in CONTENT_KEYS} | {key: KEY_CONSUMED for key in consumed | {A.RAGMON_TENANT}}
+    keys = sorted(named)
+    lookup = (
+        f"transform({k}, [{', '.join(map(quote, keys))}], "
+        f"[{', '.join(str(named[key]) for key in keys)}]::Array(UInt8), toUInt8({_UNKNOWN}))"
     )
-
-
-def is_attribute(k: str, consumed: frozenset[str]) -> str:
-    """SQL: attribute key `k` goes to the `attributes` column."""
-    fields = (A.OI_RETRIEVAL_DOCUMENTS + ".", A.OI_RERANKER_OUTPUT_DOCUMENTS + ".")
-    return (
-        f"NOT {_consumed(k, consumed)} AND NOT has([{', '.join(map(quote, sorted(CONTENT_KEYS)))}], {k}) "
-        f"AND NOT match({k}, {prefix_regex((*CONTENT_PREFIXES, *fields))}) "
-        f"AND (NOT startsWith({k}, {quote(A.OI_RERANKER_INPUT_DOCUMENTS + '.')}) OR {_ID_OR_SCORE.format(k=k)})"
+    id_or_score = f"match({k}, '\\\\.document\\\\.(id|score)$')"
+    document = (
+        f"if({id_or_score}, multiIf("
+        f"startsWith({k}, {quote(A.OI_RETRIEVAL_DOCUMENTS + '.')}), {KEY_RETRIEVED_DOCUMENT}, "
+        f"startsWith({k}, {quote(A.OI_RERANKER_OUTPUT_DOCUMENTS + '.')}), {KEY_RERANKED_DOCUMENT}, "
+        f"{KEY_ATTRIBUTE}), {KEY_CONTENT})"  # a reranker's input ids and scores stay attributes
     )
+    prefixed = (
+        f"multiIf(startsWith({k}, '\\0'), {KEY_RESERVED}, match({k}, {prefix_regex(CONTENT_PREFIXES)}), "
+        f"{KEY_CONTENT}, match({k}, {prefix_regex(DOCUMENT_PREFIXES)}), {document}, {KEY_ATTRIBUTE})"
+    )
+    # `if` runs its branches lazily: the prefix tests only for keys the lookup does not name
+    return f"arrayMap(c -> if(c != {_UNKNOWN}, c, toUInt8({prefixed})), [{lookup}])[1]"

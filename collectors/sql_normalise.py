@@ -65,7 +65,7 @@ from collectors import sql_dialects as D
 from collectors.sql_pricing import cost_expression, price_rates
 from collectors.sql_redaction import DEFAULT as DEFAULT_REDACTION
 from collectors.sql_redaction import Redaction
-from collectors.sql_values import UINT32_MAX, all_of, prefix_regex, quote, raw, scalar_text, truncated, value_text
+from collectors.sql_values import UINT32_MAX, all_of, quote, raw, scalar_text, truncated, value_text
 from ragmon import attributes as A
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable, default_price_table
@@ -74,25 +74,20 @@ __all__ = ["content_select", "normalise_select", "spans_select"]
 
 _RESOURCE_KEPT: Final = ("service.version", "deployment.environment.name", "deployment.environment")
 _DEFAULT_SERVICE: Final = "unknown_service"  # OTel's own fallback for a resource without service.name
-# Keys that can give a span retrieved ids: the content SELECT skips spans without any of them (or content).
-_ID_KEYS: Final = (A.GEN_AI_RETRIEVAL_DOCUMENTS, A.RAGMON_DOCUMENT_IDS, A.RAGMON_RERANK_OUTPUT_IDS)
 _COUNTS: Final = ("input_tokens", "output_tokens", "cached_input_tokens", "search_units")
 _TEXT_DEFAULTS: Final = {"user": "''", "session": "''", "model": "''", "provider": "''"}
 _EXCEPTION_ATTRIBUTES: Final = "arrayFirst(e -> e.name = 'exception', sp.events).attributes"
 # ``a`` also holds, under these prefixes (a NUL byte: no real attribute key starts with one; span keys that do
 # are dropped), the attributes of the first exception event and the resource attributes kept on every span, as
 # `scalar_text` (they are strings by convention): one map, one lookup syntax, one value_text lambda.
+# A span's own key starting with a NUL byte becomes a bare NUL in ``a``, so it can pose as neither; its class
+# (from the key as sent) drops it.
+_OWN_KEYS: Final = (
+    "if(arrayExists(k -> startsWith(k, '\\0'), sp.attributes.key), "
+    "arrayMap(k -> if(startsWith(k, '\\0'), '\\0', k), sp.attributes.key), sp.attributes.key)"
+)
 _EXCEPTION_PREFIX: Final = "\\0e:"  # SQL text of the literal's content
 _RESOURCE_PREFIX: Final = "\\0r:"
-_RESERVED: Final = "'\\0'"  # SQL literal: the first byte of both prefixes
-
-
-def _maybe_content() -> str:
-    """Whether a span may carry content: a content or document key among its raw attribute keys, or an exception."""
-    keys = ", ".join(map(quote, sorted({*D.CONTENT_KEYS, *_ID_KEYS})))
-    prefixes = prefix_regex((*D.CONTENT_PREFIXES, *D.DOCUMENT_PREFIXES))
-    in_keys = f"arrayExists(k -> has([{keys}], k) OR match(k, {prefixes}), sp.attributes.key)"
-    return f"{in_keys} OR has(sp.events.name, 'exception')"
 
 
 def _exception(key: str) -> str:
@@ -176,12 +171,16 @@ def _span_rows(source_table: str) -> str:
             "sp.status.code AS status_code",
             "sp.status.message AS status_message",
             # texts are made per part and then concatenated: concatenating the AnyValue arrays copies them
-            f"mapFromArrays(arrayConcat(sp.attributes.key, "
+            f"mapFromArrays(arrayConcat({_OWN_KEYS}, "
             f"arrayMap(k -> concat('{_EXCEPTION_PREFIX}', k), {_EXCEPTION_ATTRIBUTES}.key), resource_keys), "
             f"arrayConcat(arrayMap(v -> {value_text('v')}, sp.attributes.value), "
             f"arrayMap(v -> {scalar_text('v')}, {_EXCEPTION_ATTRIBUTES}.value), resource_texts)) AS a",
-            # Cheap test on the raw keys: most spans carry no content and skip the content map's work.
-            f"{_maybe_content()} AS maybe_content",
+            # one class per entry of `a` (sql_dialects.key_class); the exception and resource entries are reserved
+            f"arrayConcat(arrayMap(k -> {D.key_class('k', _consumed())}, sp.attributes.key), "
+            f"arrayMap(k -> toUInt8({D.KEY_RESERVED}), {_EXCEPTION_ATTRIBUTES}.key), "
+            f"arrayMap(k -> toUInt8({D.KEY_RESERVED}), resource_keys)) AS {D.KEY_CLASSES}",
+            # most spans carry no content and skip the content map's work
+            f"has({D.KEY_CLASSES}, {D.KEY_CONTENT}) OR has(sp.events.name, 'exception') AS maybe_content",
         ],
         resources,
         "\nARRAY JOIN scope_spans AS ss\nARRAY JOIN ss.spans AS sp\n"
@@ -190,11 +189,15 @@ def _span_rows(source_table: str) -> str:
     )
 
 
-def _dialects() -> tuple[list[D.DialectSql], frozenset[str], list[D.Documents]]:
+def _dialects() -> tuple[list[D.DialectSql], list[D.Documents]]:
     dialects = [make() for make in D.DIALECTS]
-    consumed = frozenset().union(*(d.keys for d in dialects))
     documents = [source for dialect in dialects for source in dialect.documents]
-    return dialects, consumed, documents
+    return dialects, documents
+
+
+def _consumed() -> frozenset[str]:
+    """Every key some dialect reads."""
+    return frozenset().union(*(make().keys for make in D.DIALECTS))
 
 
 def _combined(dialects: list[D.DialectSql], field: str, default: str | None = None) -> str:
@@ -238,12 +241,13 @@ def _cut_map(expr: str, max_chars: int) -> str:
     return f"mapApply((k, t) -> (k, {truncated('t', max_chars)}), {expr})"
 
 
-def _kept(test: str) -> str:
-    """The span's own attributes (not the reserved exception/resource entries) whose key passes `test` (of k)."""
-    return (
-        f"mapApply((k, v) -> (k, assumeNotNull(v)), "
-        f"mapFilter((k, v) -> v IS NOT NULL AND NOT startsWith(k, {_RESERVED}) AND {test}, a))"
-    )
+def _kept(key_class: int) -> str:
+    """The span's own attributes of class `key_class` (`sql_dialects.key_class`) that have a value."""
+    keep = f"c = {key_class} AND v IS NOT NULL"
+    classes = D.KEY_CLASSES
+    keys = f"arrayFilter((k, v, c) -> {keep}, mapKeys(a), mapValues(a), {classes})"
+    values = f"arrayMap(v -> assumeNotNull(v), arrayFilter((v, c) -> {keep}, mapValues(a), {classes}))"
+    return f"mapFromArrays({keys}, {values})"
 
 
 def _check_limit(name: str, value: int) -> None:
@@ -271,7 +275,7 @@ def normalise_select(
     content, redacted and cut, computed once for `spans_select` and `content_select` to read."""
     _check_limit("max_attribute_chars", max_attribute_chars)
     _check_limit("max_content_chars", max_content_chars)
-    dialects, consumed, documents = _dialects()
+    dialects, documents = _dialects()
     # gen_ai.retrieval.documents stays an attribute when neither it nor OpenInference keys gave documents
     parsed = " OR ".join(s.present for s in documents[2:])
     genai_documents = f"if({parsed}, '', ifNull({raw(A.GEN_AI_RETRIEVAL_DOCUMENTS)}, ''))"
@@ -281,7 +285,7 @@ def normalise_select(
         redaction.map_values(
             f"mapUpdate(mapUpdate(mapApply((k, v) -> (substring(k, 4), ifNull(v, '')), "
             f"mapFilter((k, v) -> startsWith(k, '{_RESOURCE_PREFIX}'), a)), "
-            f"{_kept(D.is_attribute('k', consumed))}), "
+            f"{_kept(D.KEY_ATTRIBUTE)}), "
             # added to the span's own attributes: status message, exception message (unless the span has one),
             # gen_ai.retrieval.documents that are not a JSON list of documents; empty ones are left out
             "mapFilter((k, v) -> v != '', map('otel.status_description', status_message, "
@@ -293,7 +297,7 @@ def normalise_select(
     stacktrace = f"ifNull({_exception('exception.stacktrace')}, '')"
     content = _cut_map(
         redaction.map_values(
-            f"mapUpdate({_kept(D.is_content('k', consumed))}, "
+            f"mapUpdate({_kept(D.KEY_CONTENT)}, "
             f"mapFilter((k, v) -> v != '', map('exception.stacktrace', {stacktrace})))"
         ),
         max_content_chars,

@@ -255,6 +255,20 @@ def test_resource_feature_and_kept_resource_attributes(store: SqlStore) -> None:
     assert row["attributes"] == {"service.version": "2.1"}
 
 
+def test_a_span_key_in_the_reserved_namespace_is_dropped_and_spoofs_nothing(store: SqlStore) -> None:
+    # The store files the exception event's attributes under NUL-prefixed keys; a span key there must not pose as one.
+    def emit(tracer: Any) -> None:
+        with tracer.start_as_current_span("root") as span:
+            span.set_attribute("\0e:exception.type", "Spoofed")
+            span.set_attribute("\0r:service.version", "9.9")
+            span.set_attribute("kept", "yes")
+            span.set_status(Status(StatusCode.ERROR))
+
+    row = normalise(store, sdk_request(emit))["root"]
+    assert row["attributes"] == {"kept": "yes"}
+    assert row["error_type"] == "_OTHER"  # not "Spoofed"
+
+
 def test_truncation_and_values_kept_verbatim(make_store: Any) -> None:
     hostile = "x'); DROP TABLE spans; --"
 

@@ -71,6 +71,11 @@ INSERT_SETTINGS: dict[str, int] = {
 }
 
 
+def _json(values: Any) -> str:
+    """A JSON text parameter (why not ``Array`` parameters: `sinks.sampler_sql.copy_payloads_sql`)."""
+    return json.dumps(values, ensure_ascii=False)
+
+
 def batch_token(batch: SpanBatch) -> str:
     """A deterministic token for a span batch: the same spans in the same order give the same token."""
     digest = hashlib.blake2b(digest_size=16)
@@ -282,9 +287,9 @@ class Store:
             row["stage_max_ms"] = dict(row["stage_max_ms"] or ())
         return rows
 
-    def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> int:
+    def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> None:
         """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their
-        sampling reasons and inclusion probability. Idempotent. Returns the kept traces now in `payloads`.
+        sampling reasons and inclusion probability. Idempotent.
 
         A row's `first_ingest_seq` (the sampler's: its spans were all stored at or after it) bounds what the copy
         reads to recent parts; without it the copy reads every stored span's trace id, which grows with the store."""
@@ -292,24 +297,29 @@ class Store:
         for row in kept:
             unique[(str(row["tenant"]), str(row["trace_id"]))] = row
         if not unique:
-            return 0
-        params = {
+            return
+        lists = {
             "tenants": [tenant for tenant, _ in unique],
             "trace_ids": [trace_id for _, trace_id in unique],
             "reasons": [[str(r) for r in row.get("reasons", ())] for row in unique.values()],
             "probabilities": [float(row.get("probability", 1.0)) for row in unique.values()],
-            "min_seq": min(int(row.get("first_ingest_seq") or 0) for row in unique.values()),
         }
+        params: dict[str, Any] = {name: _json(values) for name, values in lists.items()}
+        params["min_seq"] = min(int(row.get("first_ingest_seq") or 0) for row in unique.values())
         # the params say all there is to copy: hashing them is 5x cheaper than hashing the rows one by one
         digest = hashlib.blake2b(json.dumps(params, ensure_ascii=False).encode(), digest_size=16).hexdigest()
         token = f"payloads:{len(unique)}:{digest}"
         self.backend.execute(
             copy_payloads_sql(self._ddl), params, settings={**INSERT_SETTINGS, "insert_deduplication_token": token}
         )
-        found = self._select(
-            kept_count_sql(self._ddl), {"tenants": params["tenants"], "trace_ids": params["trace_ids"]}, readonly=True
-        )
-        return int(found[0]["n"])
+
+    def kept_payload_count(self, traces: Sequence[tuple[str, str]]) -> int:
+        """How many of `traces` ((tenant, trace_id) pairs) have a payload row (for tools and tests: the agent's
+        copies do not ask, the count reads the payloads table)."""
+        if not traces:
+            return 0
+        params = {"tenants": _json([t for t, _ in traces]), "trace_ids": _json([i for _, i in traces])}
+        return int(self._select(kept_count_sql(self._ddl), params, readonly=True)[0]["n"])
 
     def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """trace_id → its payload's question, answer, passage_texts, feature, sampling_reason and

@@ -23,7 +23,7 @@ log = logging.getLogger("ragmon.agent")
 
 
 class PayloadStore(Protocol):
-    def copy_payloads(self, kept: list[dict[str, Any]]) -> int: ...
+    def copy_payloads(self, kept: list[dict[str, Any]]) -> None: ...
 
 
 class DecisionSink:

@@ -143,7 +143,8 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
     fragments = store.trace_fragments(0, len(envelopes))
     out["fragments"] = {"traces": len(fragments), "span_counts": sorted({row["span_count"] for row in fragments})}
     kept = [{"tenant": row["tenant"], "trace_id": row["trace_id"], "reasons": ["baseline"]} for row in fragments[:10]]
-    out["payloads_copied"] = store.copy_payloads(kept)
+    store.copy_payloads(kept)
+    out["payloads_copied"] = store.kept_payload_count([(row["tenant"], row["trace_id"]) for row in kept])
     out["payloads_local"] = scalar(f"SELECT count() FROM {db}.payloads_local")
     out["payloads_with_answer"] = scalar(f"SELECT countIf(answer != '') FROM {db}.payloads")
     out["recent_p95_keys"] = len(store.recent_p95(7 * 86400))

@@ -1,10 +1,11 @@
 """The embedded backend: ClickHouse in-process through chDB, files under the agent's data directory.
 
 chDB 4.x hosts one engine per process, bound to one path; any number of connections to that path may coexist,
-each with its own session settings, and queries on different connections run at the same time. We keep three: a
-writer for bulk inserts, one for other statements (so the sampler's payload copies never wait behind an insert),
-and a reader opened with `readonly=2` so the `ragmon query` helper cannot write even if the parse-level guard
-were bypassed. All start with
+each with its own session settings, and queries on different connections run at the same time. We keep four: two
+writers for bulk inserts (one INSERT runs its parsing and normalising views on one core: the store sends a large
+batch as two inserts at once, see `sinks.store.Store.insert_otlp`), one for other statements (so the sampler's
+payload copies never wait behind an insert), and a reader opened with `readonly=2` so the `ragmon query` helper
+cannot write even if the parse-level guard were bypassed. All start with
 `log_queries=0` (chDB's only log table, `system.user_query_log`, lives in memory and would otherwise grow) and
 `async_insert=0` (chDB defaults it to 1; we batch ourselves and rely on the deduplication token, which async
 inserts would ignore). chDB has no MergeTree `system.*_log` tables to cap.
@@ -12,8 +13,10 @@ inserts would ignore). chDB has no MergeTree `system.*_log` tables to cap.
 
 from __future__ import annotations
 
+import queue
 import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -22,6 +25,7 @@ from sinks.backend import Params, Settings, escape_param, settings_clause
 from sinks.errors import StoreError, classify
 
 _SESSION = "log_queries=0&async_insert=0"
+WRITERS = 2  # connections for inserts: how many run at the same time
 
 
 def _params(params: Params | None) -> dict[str, str]:
@@ -36,19 +40,22 @@ class ChdbBackend:
 
         path = Path(data_dir).resolve()
         path.mkdir(parents=True, exist_ok=True)
-        # Three connections to one engine, each running its statements beside the others': bulk inserts (a streaming
+        # Connections to one engine, each running its statements beside the others': bulk inserts (a streaming
         # insert holds its connection for its whole length), other statements (DDL, the sampler's payload copies:
         # they must not wait behind a large insert), and read-only queries.
         try:
-            self._writer = state.connect(f"{path}?{_SESSION}")
+            self._writer_list = [state.connect(f"{path}?{_SESSION}") for _ in range(WRITERS)]
             self._statements = state.connect(f"{path}?{_SESSION}")
             self._reader = state.connect(f"{path}?{_SESSION}&readonly=2")
         except Exception as exc:  # e.g. another path already open in this process
             raise StoreError(f"cannot open chDB at {path}: {exc}", retryable=False) from exc
         self.path = path
-        # chDB connections are documented thread-safe; the locks keep one statement per connection at a time,
-        # which matters for send_insert (the connection accepts nothing else while an insert is open).
-        self._write_lock = threading.Lock()
+        # chDB connections are documented thread-safe; one statement per connection at a time matters for
+        # send_insert (the connection accepts nothing else while an insert is open): an insert takes a writer from
+        # this queue and gives it back, the other connections have a lock each.
+        self._writers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for writer in self._writer_list:
+            self._writers.put(writer)
         self._statement_lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._closed = False
@@ -87,32 +94,40 @@ class ChdbBackend:
 
     def _send(self, statement: str, fmt: str, payload: bytes) -> None:
         self._check_open()
-        with self._write_lock:
+        writer = self._writers.get()
+        try:
+            inserter = writer.send_insert(statement, fmt)
             try:
-                inserter = self._writer.send_insert(statement, fmt)
-                try:
-                    inserter.append(payload)
-                    inserter.finish()
-                except BaseException:
-                    inserter.cancel()
-                    raise
-            except Exception as exc:
-                raise classify(str(exc)) from exc
+                inserter.append(payload)
+                inserter.finish()
+            except BaseException:
+                inserter.cancel()
+                raise
+        except Exception as exc:
+            raise classify(str(exc)) from exc
+        finally:
+            self._writers.put(writer)
 
     def use_database(self, database: str) -> None:
         self._check_open()
         statement = "USE `" + database.replace("\\", "\\\\").replace("`", "\\`") + "`"
-        connections = (
-            (self._writer, self._write_lock),
-            (self._statements, self._statement_lock),
-            (self._reader, self._read_lock),
-        )
-        for conn, lock in connections:
+        writers = [self._writers.get() for _ in self._writer_list]  # waits for running inserts
+        try:
+            for writer in writers:
+                self._use(writer, statement)
+        finally:
+            for writer in writers:
+                self._writers.put(writer)
+        for conn, lock in ((self._statements, self._statement_lock), (self._reader, self._read_lock)):
             with lock:
-                try:
-                    conn.query(statement, "Null")
-                except Exception as exc:
-                    raise classify(str(exc)) from exc
+                self._use(conn, statement)
+
+    @staticmethod
+    def _use(conn: Any, statement: str) -> None:
+        try:
+            conn.query(statement, "Null")
+        except Exception as exc:
+            raise classify(str(exc)) from exc
 
     def close(self) -> None:
         if self._closed:
@@ -120,4 +135,5 @@ class ChdbBackend:
         self._closed = True
         self._reader.close()
         self._statements.close()
-        self._writer.close()
+        for writer in self._writer_list:
+            writer.close()

@@ -24,9 +24,13 @@ in one process; `benchmarks/collectors_decode.py` shows what each view now costs
 1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `collectors.envelope`, which counts them);
    ``a``: the span's attributes as a Map key → text (`collectors.sql_values.value_text`), plus the first
    ``exception`` event's attributes and the kept resource attributes under reserved key prefixes;
-   ``maybe_content``: a cheap test on the raw keys, so spans without content skip the content map's work.
+   ``key_class``: one class per entry of ``a`` (`collectors.sql_dialects.key_class`: consumed by a dialect,
+   attribute, content, OpenInference document field, reserved), computed once per key so every later test is
+   an integer comparison; ``maybe_content``: whether any key is content, so spans without content skip the
+   content map's work.
 2. each dialect field (`collectors.sql_dialects`) as map lookups combined by precedence, counts clamped to
-   UInt32, the documents of the first present source, the attributes map and the content map (redacted, cut).
+   UInt32, the documents of the first present source, the attributes map and the content map (entries picked
+   by class, redacted, cut).
 3. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`, for spans with content or documents), each cast to
    its declared type; stage, cost from the price table (`collectors.sql_pricing`), top-1 score and similarity gap
    from the scores.

@@ -95,10 +95,13 @@ class AgentSettings(_Section):
     wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
     # Accepted requests waiting for the store in memory; past this they wait in the log only (agent/intake.py).
     backlog_max_bytes: int = Field(default=64 * 1024**2, ge=1024 * 1024)
-    # Request bytes per INSERT. The engine's memory for an insert grows with it (~20x the bytes), and each insert
-    # has a fixed cost (planning the views, the sampler's queries): benchmarks/ingest.py --spans 500000 gave
-    # 16 MiB: 45k spans/s, 1.15 GB peak RSS; 32 MiB: 52k, 1.38 GB; 64 MiB: 52k, 1.56 GB.
+    # Request bytes per stored batch. The engine's memory for an insert grows with it (~20x the bytes), and each
+    # insert has a fixed cost (planning the views, the sampler's queries): benchmarks/ingest.py --spans 500000
+    # gave (one INSERT per batch) 16 MiB: 45k spans/s, 1.15 GB peak RSS; 32 MiB: 52k, 1.38 GB; 64 MiB: 52k, 1.56 GB.
     insert_batch_max_bytes: int = Field(default=32 * 1024**2, ge=1024 * 1024)
+    # One INSERT parses and normalises on one core: a batch goes as up to this many INSERTs at once, each of at
+    # least 4 MiB (the embedded engine runs two at a time: sinks/chdb_backend.py WRITERS).
+    insert_streams: int = Field(default=2, ge=1, le=16)
     content_retention_days: int = Field(default=1, ge=1)  # captured text of traces not (yet) kept
     sampling: dict[str, Any] = Field(default_factory=dict)  # validated by the sampler at start-up
     # [agent.alerts]: drift rules and channels, validated at start-up (ragmon/agent/drift/rules.py: AlertsConfig)

@@ -6,6 +6,7 @@
      ├── retryable=True        engine busy, timeouts, too many parts, network down: retry with backoff
      └── retryable=False       bad SQL, unknown table, type mismatch, read-only violation: fix, don't retry
     QueryRejected(StoreError)  a read-only query refused by the guard before it reached the engine
+    PartlyStored(StoreError)   a batch sent as several INSERTs stored some of them (`unstored`: what was not)
 
 Backends map their driver's errors here (`raise StoreError(...) from exc`); nothing is swallowed.
 """
@@ -51,6 +52,18 @@ class QueryRejected(StoreError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+class PartlyStored(StoreError):
+    """A batch sent as several INSERTs at once (`sinks.store.Store.insert_otlp`) stored some of them.
+
+    `unstored` are the (start, stop) index ranges of the envelopes whose INSERT failed. Re-sending the whole batch
+    is safe (each stored part's deduplication token drops its repeat); storing requests one by one after a
+    permanent error must take only these, or the stored parts would be stored twice."""
+
+    def __init__(self, cause: StoreError, unstored: list[tuple[int, int]]) -> None:
+        super().__init__(f"{cause} (envelopes not stored: {unstored})", retryable=cause.retryable, code=cause.code)
+        self.unstored = unstored
 
 
 def error_code(message: str) -> int | None:

@@ -34,7 +34,7 @@ from ragmon.model import SPAN_COLUMNS, SpanBatch
 from sinks import otlp_ingest
 from sinks.arrow import to_rows, to_table
 from sinks.backend import Backend
-from sinks.errors import StoreError
+from sinks.errors import PartlyStored, StoreError
 from sinks.quality import assemble_quality, quality_sql
 from sinks.queries import assemble_report, report_sql, tenant_filter_settings
 from sinks.sampler_sql import (
@@ -165,6 +165,7 @@ class Store:
         self._ddl = Ddl(self.topology)
         self._otlp_settings: dict[str, str] | None = None  # set by install_otlp_ingest
         self.insert_streams = 2  # concurrent INSERTs per large OTLP batch (`insert_otlp`)
+        self.min_insert_part_bytes = MIN_INSERT_PART_BYTES
         self._insert_pool: ThreadPoolExecutor | None = None
 
     # --- schema -----------------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ class Store:
             raise StoreError("insert_otlp before install_otlp_ingest", retryable=False)
         if not envelopes:
             return
-        parts = split_envelopes(envelopes, self.insert_streams, MIN_INSERT_PART_BYTES)
+        parts = split_envelopes(envelopes, self.insert_streams, self.min_insert_part_bytes)
         if len(parts) == 1:
             self._insert_envelopes(envelopes, dedup_token)
             return
@@ -306,16 +307,22 @@ class Store:
             self._insert_pool.submit(self._insert_envelopes, part, f"{dedup_token}/{i}")
             for i, part in enumerate(parts[1:], start=2)
         ]
-        errors: list[BaseException] = []
+        errors: list[BaseException | None] = []
         try:
             self._insert_envelopes(parts[0], f"{dedup_token}/1")
+            errors.append(None)
         except BaseException as exc:
             errors.append(exc)
-        for other in others:  # every part has finished before this returns or raises
-            if (error := other.exception()) is not None:
-                errors.append(error)
-        if errors:
-            raise errors[0]
+        errors.extend(other.exception() for other in others)  # every part has finished before this returns
+        failed = [i for i, error in enumerate(errors) if error is not None]
+        if not failed:
+            return
+        first = errors[failed[0]]
+        assert first is not None
+        if len(failed) == len(parts) or not isinstance(first, StoreError):
+            raise first
+        starts = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+        raise PartlyStored(first, [(starts[i], starts[i] + len(parts[i])) for i in failed]) from first
 
     def _insert_envelopes(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
         assert self._otlp_settings is not None

@@ -148,6 +148,7 @@ class Agent:
                 agent.clickhouse_url or self.data_dir / "chdb",
                 cluster=agent.clickhouse_cluster if agent.clickhouse_url else None,
             )
+            self.store.insert_streams = agent.insert_streams
             prices = load_price_table(self.settings.sdk.price_file)
             # Before the views are (re)created: a bad pattern must stop start-up, not the first insert.
             self.redaction.check(self.store.query)

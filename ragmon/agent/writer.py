@@ -36,7 +36,7 @@ from collectors.wal import Cursor, Position, WriteAheadLog
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.retry import RetryPolicy
-from sinks.errors import StoreError
+from sinks.errors import PartlyStored, StoreError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -287,7 +287,9 @@ class StoreWriter:
                 self.last_error = str(exc)[:500]
                 if not exc.retryable:
                     self.counts["batches_rejected"] += 1
-                    self._isolate_rejected(batch)
+                    # a batch stored in parts: the stored parts must not be stored again one by one
+                    unstored = exc.unstored if isinstance(exc, PartlyStored) else [(0, len(batch))]
+                    self._isolate_rejected([r for start, stop in unstored for r in batch[start:stop]])
                     return
                 self.counts["store_retries"] += 1
                 if attempt == 1 or attempt % 50 == 0:

@@ -12,6 +12,7 @@ from ragmon.agent.intake import WalIntake
 from ragmon.agent.sampling import Sampler
 from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS
 from ragmon.agent.writer import StoreWriter
+from sinks.errors import PartlyStored, StoreError
 
 
 class RecordingStore:
@@ -91,4 +92,40 @@ def test_recovery_streams_a_large_log_into_a_bounded_backlog(tmp_path: Path) -> 
     assert intake.backlog[0] == 12 and intake.backlog[1] <= 110
     _drain(writer)
     assert [env[: len(body)] for env, body in zip(store.envelopes, bodies, strict=True)] == bodies
+    wal.close()
+
+
+class PartlyFailingStore(RecordingStore):
+    """Stores a multi-request batch in two parts, the second of which fails for good; stored one by one, only the
+    request carrying `poison` fails."""
+
+    def __init__(self, poison: bytes) -> None:
+        super().__init__()
+        self.poison = poison
+
+    def insert_otlp(self, envelopes: list[bytes], dedup_token: str) -> None:
+        if len(envelopes) == 1:
+            if envelopes[0].startswith(self.poison):
+                raise StoreError("Code: 33. DB::Exception: Cannot read all data", retryable=False, code=33)
+            super().insert_otlp(envelopes, dedup_token)
+            return
+        half = len(envelopes) // 2
+        super().insert_otlp(envelopes[:half], dedup_token + "/1")
+        cause = StoreError("Code: 33. DB::Exception: Cannot read all data", retryable=False, code=33)
+        raise PartlyStored(cause, [(half, len(envelopes))])
+
+
+def test_a_batch_partly_stored_before_a_permanent_error_stores_only_the_rest_one_by_one(tmp_path: Path) -> None:
+    wal = WriteAheadLog(tmp_path / "wal", fsync="never")
+    intake = WalIntake(wal, max_backlog_bytes=10_000)
+    bodies = _bodies(4)
+    for body in bodies:
+        intake.consume("tenant-a", body, spans=1)
+    store = PartlyFailingStore(poison=bodies[3])
+    writer = StoreWriter(intake, wal, store, Sampler(), lambda decided: None, tmp_path / "state")
+    _drain(writer)
+    # the first part once (not again one by one), the rest one by one, the poisoned request quarantined
+    assert [env[: len(bodies[0])] for env in store.envelopes] == bodies[:3]
+    assert writer.counts["batches_rejected"] == 1 and writer.counts["requests_quarantined"] == 1
+    assert [path.read_bytes() for path in (tmp_path / "state" / "quarantine").glob("*.otlp")] == [bodies[3]]
     wal.close()

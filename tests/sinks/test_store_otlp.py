@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from sinks import Store
+from sinks.errors import PartlyStored
+from sinks.store import split_envelopes
 from tests.sinks import otlp_fixture as fx
 
 NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9  # ten minutes ago: recent, inside recent_p95's window
@@ -143,6 +145,38 @@ def test_resent_batch_is_invisible_everywhere(store: Store) -> None:
     assert (_counts(store), store.report(3600)) == before
     store.insert_otlp(envelopes([rag_trace(9)], seq0=105), dedup_token="wal:105")
     assert _counts(store)["spans"] == before[0]["spans"] + 6
+
+
+def test_split_envelopes_cuts_consecutive_runs_of_about_equal_bytes() -> None:
+    sizes = [5, 1, 1, 1, 1, 1, 5, 5]
+    parts = split_envelopes([b"x" * n for n in sizes], 2, 1)
+    assert [[len(e) for e in part] for part in parts] == [[5, 1, 1, 1, 1, 1], [5, 5]]  # 10 bytes each
+    assert split_envelopes([b"x" * 10] * 4, 2, 30) == [[b"x" * 10] * 4]  # parts would be under the minimum
+    assert split_envelopes([b"x" * 10], 2, 1) == [[b"x" * 10]]
+    assert [len(p) for p in split_envelopes([b"x"] * 9, 3, 1)] == [3, 3, 3]
+
+
+def test_a_batch_stored_in_parts_is_stored_once_and_a_resend_is_invisible(store: Store) -> None:
+    _install(store)
+    store.min_insert_part_bytes = 1  # split even this small batch into two INSERTs at once
+    batch = envelopes([rag_trace(i) for i in range(6)], seq0=200)
+    store.insert_otlp(batch, dedup_token="wal:200-205")
+    counts = _counts(store)
+    assert counts["spans"] == 36 and counts["spans_1m"] == 36
+    store.insert_otlp(batch, dedup_token="wal:200-205")  # a retry re-sends the same parts
+    assert _counts(store) == counts
+
+
+def test_a_part_that_fails_says_which_envelopes_were_not_stored(store: Store) -> None:
+    _install(store)
+    store.min_insert_part_bytes = 1
+    batch = envelopes([rag_trace(i) for i in range(4)], seq0=300)
+    poisoned = [*batch[:3], b"\x0a\xff\xff\xff\xff\x0f"]  # the last: a field longer than the message
+    with pytest.raises(PartlyStored) as caught:
+        store.insert_otlp(poisoned, dedup_token="wal:300-303")
+    assert not caught.value.retryable
+    assert caught.value.unstored == [(2, 4)]  # the second part; the first is stored
+    assert _counts(store)["spans"] == 12
 
 
 def test_install_is_idempotent_and_replaces_changed_sql(store: Store) -> None:

@@ -6,6 +6,12 @@ Reports spans/s from the first request sent until every span is queryable, the a
     python benchmarks/ingest.py                      # 1,000,000 spans, 2 senders, 512 spans per request
     python benchmarks/ingest.py --spans 200000 --senders 1
     python benchmarks/ingest.py --store server       # the store in its own process, over ClickHouse HTTP
+    python benchmarks/ingest.py --against HEAD~3     # this tree and a git worktree of HEAD~3, alternated
+
+`--against REV` runs the benchmark `--rounds` times (3) on this tree and on a worktree of REV checked out in a
+temporary directory, alternating (which goes first changes every round), each run a process of its own tree's
+`benchmarks/ingest.py` with the same options; it prints every run's figures, then the medians and their ratios.
+This machine's speed drifts by tens of percent within minutes: only runs alternated like this compare.
 
 `--store server` runs the engine in a separate process behind a ClickHouse HTTP endpoint (sinks/chhttp.py, the
 only modern ClickHouse installable here) and points the agent at it with `--clickhouse-url`, as a deployment with a
@@ -23,6 +29,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -190,7 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spans-per-request", type=int, default=512)
     parser.add_argument("--report-repeats", type=int, default=5)
     parser.add_argument("--store", choices=["embedded", "server"], default="embedded")
+    parser.add_argument("--against", metavar="REV", help="alternate with a worktree of this git revision")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per tree with --against")
     args = parser.parse_args(argv)
+    if args.against:
+        _compare(args)
+        return
     requests_total = args.spans // args.spans_per_request
     per_sender = [requests_total // args.senders + (i < requests_total % args.senders) for i in range(args.senders)]
     total_spans = requests_total * args.spans_per_request
@@ -288,6 +300,45 @@ def main(argv: list[str] | None = None) -> None:
         f"report via the agent API: median {statistics.median(api_ms):.0f} ms; "
         f"`ragmon report` command (process start included): median {statistics.median(report_ms):.0f} ms"
     )
+
+
+# The figures `_compare` reads off a run's output (lines every version of this benchmark prints).
+_FIGURES = {
+    "spans/s": re.compile(r"→\s*([\d,]+) spans/s end to end"),
+    "agent CPU µs/span": re.compile(r"agent CPU until queryable: .*?([\d.]+) µs per span"),
+    "peak RSS MB": re.compile(r"agent peak RSS: (\d+) MB"),
+}
+
+
+def _compare(args: argparse.Namespace) -> None:
+    """This tree against a worktree of `args.against`, alternated `args.rounds` times; medians and ratios."""
+    options = ["--spans", str(args.spans), "--senders", str(args.senders), "--store", args.store]
+    options += ["--spans-per-request", str(args.spans_per_request), "--report-repeats", "1"]
+    with tempfile.TemporaryDirectory(prefix="ragmon-against-") as tmp:
+        baseline = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.against], check=True)
+        trees = {"this tree": REPO, args.against: baseline}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        try:
+            for round_ in range(args.rounds):
+                order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
+                for name in order:
+                    script = trees[name] / "benchmarks" / "ingest.py"
+                    done = subprocess.run([sys.executable, str(script), *options], capture_output=True, text=True)
+                    figures = {}
+                    for figure, pattern in _FIGURES.items():
+                        match = pattern.search(done.stdout)
+                        if match is None:
+                            raise SystemExit(f"{name}: no '{figure}' in its output:\n{done.stdout}\n{done.stderr}")
+                        figures[figure] = float(match.group(1).replace(",", ""))
+                    runs[name].append(figures)
+                    print(f"round {round_ + 1} {name}: " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
+    this, other = runs["this tree"], runs[args.against]
+    for figure in _FIGURES:
+        ours, theirs = (statistics.median(r[figure] for r in side) for side in (this, other))
+        print(f"median {figure}: this tree {ours:,.1f}, {args.against} {theirs:,.1f}: ratio {ours / theirs:.3f}")
 
 
 def _writer_phases(metrics_text: str) -> dict[str, float]:

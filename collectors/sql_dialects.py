@@ -371,14 +371,15 @@ DIALECTS: Final = (ragmon_dialect, otel_dialect, openinference_dialect, openllme
 _UNKNOWN: Final = 255
 
 
-def key_class(k: str, consumed: frozenset[str]) -> str:
+def key_class(k: str) -> str:
     """SQL UInt8: the class (``KEY_*``) of attribute key `k`.
 
     The named keys are one hash lookup (``transform`` over constant arrays); only the rest, a few per span, go
     through the prefix tests. Classifying once per key replaced three membership scans and four regex matches
     per key (content test, attribute test, the cheap content gate), repeated for every span.
     """
-    named = {key: KEY_CONTENT for key in CONTENT_KEYS} | {key: KEY_CONSUMED for key in consumed | {A.RAGMON_TENANT}}
+    consumed = frozenset().union(*(make().keys for make in DIALECTS), {A.RAGMON_TENANT})
+    named = {key: KEY_CONTENT for key in CONTENT_KEYS} | {key: KEY_CONSUMED for key in consumed}
     keys = sorted(named)
     lookup = (
         f"transform({k}, [{', '.join(map(quote, keys))}], "

@@ -180,7 +180,7 @@ def _span_rows(source_table: str) -> str:
             f"arrayConcat(arrayMap(v -> {value_text('v')}, sp.attributes.value), "
             f"arrayMap(v -> {scalar_text('v')}, {_EXCEPTION_ATTRIBUTES}.value), resource_texts)) AS a",
             # one class per entry of `a` (sql_dialects.key_class); the exception and resource entries are reserved
-            f"arrayConcat(arrayMap(k -> {D.key_class('k', _consumed())}, sp.attributes.key), "
+            f"arrayConcat(arrayMap(k -> {D.key_class('k')}, sp.attributes.key), "
             f"arrayMap(k -> toUInt8({D.KEY_RESERVED}), {_EXCEPTION_ATTRIBUTES}.key), "
             f"arrayMap(k -> toUInt8({D.KEY_RESERVED}), resource_keys)) AS {D.KEY_CLASSES}",
             # most spans carry no content and skip the content map's work
@@ -197,11 +197,6 @@ def _dialects() -> tuple[list[D.DialectSql], list[D.Documents]]:
     dialects = [make() for make in D.DIALECTS]
     documents = [source for dialect in dialects for source in dialect.documents]
     return dialects, documents
-
-
-def _consumed() -> frozenset[str]:
-    """Every key some dialect reads."""
-    return frozenset().union(*(make().keys for make in D.DIALECTS))
 
 
 def _combined(dialects: list[D.DialectSql], field: str, default: str | None = None) -> str:

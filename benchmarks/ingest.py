@@ -296,6 +296,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     print("sampler decisions: " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(decisions.items())))
     print("store writer wall time by phase: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    batches = _counter(metrics_text, "ragmon_store_batches_total")
+    print(f"batches stored: {batches:,.0f} ({total_spans / max(batches, 1):,.0f} spans per batch)")
     print(
         f"report via the agent API: median {statistics.median(api_ms):.0f} ms; "
         f"`ragmon report` command (process start included): median {statistics.median(report_ms):.0f} ms"
@@ -356,6 +358,14 @@ def _samples(metrics_text: str, name: str) -> dict[str, float]:
             labels, value = line[len(name) + 1 :].rsplit(" ", 1)
             out[labels.rstrip("}")] = float(value)
     return out
+
+
+def _counter(metrics_text: str, name: str) -> float:
+    """The value of an unlabelled Prometheus sample (0 when absent)."""
+    for line in metrics_text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
 
 
 if __name__ == "__main__":

@@ -255,6 +255,25 @@ def test_resource_feature_and_kept_resource_attributes(store: SqlStore) -> None:
     assert row["attributes"] == {"service.version": "2.1"}
 
 
+def test_document_ids_that_are_numbers_or_a_json_text_list(store: SqlStore) -> None:
+    # Ids are text: numbers become their JSON text; some SDKs flatten a list into a JSON string, read the same way.
+    def emit(tracer: Any) -> None:
+        with tracer.start_as_current_span("root"):
+            with tracer.start_as_current_span("numbers") as span:
+                span.set_attributes({"ragmon.retrieval.document_ids": [7, 12345678901], "ragmon.stage": "search"})
+            with tracer.start_as_current_span("json text") as span:
+                span.set_attribute("ragmon.retrieval.document_ids", '["a\\"b", 3, 1.5e3, null, "ü"]')
+                span.set_attribute("ragmon.retrieval.document_scores", "[0.9, 0.8, 0.7, 0.6, 0.5]")
+            with tracer.start_as_current_span("not a list") as span:
+                span.set_attribute("ragmon.retrieval.document_ids", "d1")
+
+    got = normalise(store, sdk_request(emit))
+    assert got["numbers"]["retrieved_ids"] == ["7", "12345678901"] and got["numbers"]["retrieved_scores"] == []
+    assert got["json text"]["retrieved_ids"] == ['a"b', "3", "1500", "null", "ü"]
+    assert got["json text"]["retrieved_scores"] == approx_list([0.9, 0.8, 0.7, 0.6, 0.5])
+    assert got["not a list"]["retrieved_ids"] == []
+
+
 def test_a_span_key_in_the_reserved_namespace_is_dropped_and_spoofs_nothing(store: SqlStore) -> None:
     # The store files the exception event's attributes under NUL-prefixed keys; a span key there must not pose as one.
     def emit(tracer: Any) -> None:

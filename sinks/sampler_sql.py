@@ -8,9 +8,21 @@ Duplicated spans (a re-send that was not the same batch) are collapsed with `LIM
 
 from __future__ import annotations
 
+from ragmon.model import STAGES
 from sinks.schema import CONTENT_TABLE, DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl
 
 _ROOT = "parent_span_id = ''"
+
+
+def _stage_max_ms() -> str:
+    """Map(stage → the longest span of that stage), for the stages the trace has: one `maxIf` per stage of
+    `STAGES`, put in a map once per trace. ``maxMap(map(stage, duration_ms))`` built a map per span, ~30% of the
+    query's CPU (scratch A/B over 82k-span ranges: 175 → 139 ms, same rows). The normalising SQL gives no other
+    stage; a row written with another (`Store.insert_spans` does not check) is left out of the map."""
+    stages = sorted(STAGES)  # the key order maxMap gave
+    maxima = ", ".join(f"maxIfOrNull(s.duration_ms, s.stage = '{stage}')" for stage in stages)
+    names = ", ".join(f"'{stage}'" for stage in stages)
+    return f"CAST(mapFilter((k, v) -> v IS NOT NULL, mapFromArrays([{names}], [{maxima}])), 'Map(String, Float64)')"
 
 
 def trace_fragments_sql(ddl: Ddl) -> str:
@@ -23,7 +35,7 @@ SELECT s.tenant AS tenant, s.trace_id AS trace_id,
     countIf(s.status = 'error') AS error_count,
     countIf({_ROOT}) > 0 AS root_seen,
     if(root_seen, anyIf(s.duration_ms, {_ROOT}), NULL) AS root_duration_ms,
-    CAST(maxMap(map(toString(s.stage), s.duration_ms)), 'Map(String, Float64)') AS stage_max_ms,
+    {_stage_max_ms()} AS stage_max_ms,
     min(s.top1_score) AS min_top1_score,
     min(s.similarity_gap) AS min_similarity_gap,
     max(s.norm_deviation) AS max_norm_deviation,

@@ -7,11 +7,16 @@ Reports spans/s from the first request sent until every span is queryable, the a
     python benchmarks/ingest.py --spans 200000 --senders 1
     python benchmarks/ingest.py --store server       # the store in its own process, over ClickHouse HTTP
     python benchmarks/ingest.py --against HEAD~3     # this tree and a git worktree of HEAD~3, alternated
+    python benchmarks/ingest.py --against minimal-sink   # ragmon and the issue's yardstick, alternated
 
 `--against REV` runs the benchmark `--rounds` times (3) on this tree and on a worktree of REV checked out in a
 temporary directory, alternating (which goes first changes every round), each run a process of its own tree's
 `benchmarks/ingest.py` with the same options; it prints every run's figures, then the medians and their ratios.
 This machine's speed drifts by tens of percent within minutes: only runs alternated like this compare.
+
+`--sink minimal` sends the same requests to `benchmarks/_minimal_sink.py` instead of ragmon: the minimal Python
+sink into chDB the ingest issue measures ragmon against (three attributes per span, JSON rows, nothing else);
+`--against minimal-sink` alternates it with ragmon in one sitting, like `--against REV`.
 
 `--store server` runs the engine in a separate process behind a ClickHouse HTTP endpoint (sinks/chhttp.py, the
 only modern ClickHouse installable here) and points the agent at it with `--clickhouse-url`, as a deployment with a
@@ -197,7 +202,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spans-per-request", type=int, default=512)
     parser.add_argument("--report-repeats", type=int, default=5)
     parser.add_argument("--store", choices=["embedded", "server"], default="embedded")
-    parser.add_argument("--against", metavar="REV", help="alternate with a worktree of this git revision")
+    parser.add_argument("--sink", choices=["ragmon", "minimal"], default="ragmon", help="what receives the spans")
+    parser.add_argument(
+        "--against", metavar="REV", help="alternate with a worktree of this git revision, or with `minimal-sink`"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs per tree with --against")
     args = parser.parse_args(argv)
     if args.against:
@@ -207,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     per_sender = [requests_total // args.senders + (i < requests_total % args.senders) for i in range(args.senders)]
     total_spans = requests_total * args.spans_per_request
     template = _template(args.spans_per_request)
+    if args.sink == "minimal":
+        _run_minimal_sink(template, per_sender, total_spans)
+        return
     with tempfile.TemporaryDirectory(prefix="ragmon-ingest-") as tmp:
         engine = EngineServer(Path(tmp) / "clickhouse") if args.store == "server" else None
         store_args = ["--clickhouse-url", engine.url] if engine else ["--data-dir", str(Path(tmp) / "data")]
@@ -304,6 +315,55 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
+def _run_minimal_sink(template: bytes, per_sender: list[int], total_spans: int) -> None:
+    """The same senders against `_minimal_sink.py`; prints the lines `_compare` reads, in the agent's words."""
+    with tempfile.TemporaryDirectory(prefix="ragmon-minimal-") as tmp:
+        sink = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_minimal_sink.py")), "--data-dir", tmp],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert sink.stdout is not None
+            port = int(sink.stdout.readline().split()[1])
+            base = f"http://127.0.0.1:{port}"
+            ctx = mp.get_context("spawn")
+            ready = ctx.Barrier(len(per_sender) + 1)
+            results: mp.Queue = ctx.Queue()
+            senders = [
+                ctx.Process(target=_sender, args=(f"{base}/v1/traces", template, n, seed, ready, results))
+                for seed, n in enumerate(per_sender)
+            ]
+            for sender in senders:
+                sender.start()
+            ready.wait()
+            first_sent = time.time()
+            cpu_before = _cpu_seconds(sink.pid)
+            stats = [results.get(timeout=3600) for _ in senders]
+            for sender in senders:
+                sender.join()
+            stored = 0
+            while stored < total_spans and time.time() - first_sent < 600:
+                with urllib.request.urlopen(f"{base}/count", timeout=30) as response:
+                    stored = json.loads(response.read())["spans"]
+                time.sleep(0.05)
+            queryable_s = time.time() - first_sent
+            cpu_s = _cpu_seconds(sink.pid) - cpu_before
+            rss_mb = _peak_rss_mb(sink.pid)
+        finally:
+            sink.kill()
+            sink.wait()
+    acknowledged_s = max(s["finished"] for s in stats) - first_sent
+    print(f"minimal sink (benchmarks/_minimal_sink.py): {total_spans:,} spans sent, {stored:,} stored and queryable")
+    print(f"acknowledged in {acknowledged_s:.2f} s  →  {total_spans / acknowledged_s:,.0f} spans/s acknowledged")
+    print(f"queryable after {queryable_s:.2f} s  →  {total_spans / queryable_s:,.0f} spans/s end to end")
+    print(
+        f"agent CPU until queryable: {cpu_s:.1f} s = {cpu_s / queryable_s:.2f} cores busy, "
+        f"{cpu_s / total_spans * 1e6:.1f} µs per span"
+    )
+    print(f"agent peak RSS: {rss_mb:.0f} MB")
+
+
 # The figures `_compare` reads off a run's output (lines every version of this benchmark prints).
 _FIGURES = {
     "spans/s": re.compile(r"→\s*([\d,]+) spans/s end to end"),
@@ -313,12 +373,16 @@ _FIGURES = {
 
 
 def _compare(args: argparse.Namespace) -> None:
-    """This tree against a worktree of `args.against`, alternated `args.rounds` times; medians and ratios."""
+    """This tree against a worktree of `args.against` (or against the minimal sink), alternated `args.rounds` times;
+    medians and ratios."""
     options = ["--spans", str(args.spans), "--senders", str(args.senders), "--store", args.store]
     options += ["--spans-per-request", str(args.spans_per_request), "--report-repeats", "1"]
+    minimal = args.against == "minimal-sink"
     with tempfile.TemporaryDirectory(prefix="ragmon-against-") as tmp:
-        baseline = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.against], check=True)
+        baseline = REPO if minimal else Path(tmp) / "tree"
+        if not minimal:
+            worktree = ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.against]
+            subprocess.run(worktree, check=True)
         trees = {"this tree": REPO, args.against: baseline}
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         try:
@@ -326,7 +390,9 @@ def _compare(args: argparse.Namespace) -> None:
                 order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
                 for name in order:
                     script = trees[name] / "benchmarks" / "ingest.py"
-                    done = subprocess.run([sys.executable, str(script), *options], capture_output=True, text=True)
+                    sink = ["--sink", "minimal"] if minimal and name == args.against else []
+                    command = [sys.executable, str(script), *options, *sink]
+                    done = subprocess.run(command, capture_output=True, text=True)
                     figures = {}
                     for figure, pattern in _FIGURES.items():
                         match = pattern.search(done.stdout)
@@ -336,7 +402,8 @@ def _compare(args: argparse.Namespace) -> None:
                     runs[name].append(figures)
                     print(f"round {round_ + 1} {name}: " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
+            if not minimal:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(baseline)], check=False)
     this, other = runs["this tree"], runs[args.against]
     for figure in _FIGURES:
         ours, theirs = (statistics.median(r[figure] for r in side) for side in (this, other))

@@ -80,6 +80,8 @@ def main() -> None:
     sink = Sink(args.data_dir)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the senders expect
+
         def do_POST(self) -> None:
             rows = json_rows(self.rfile.read(int(self.headers["Content-Length"])))
             with sink.lock:

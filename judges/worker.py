@@ -34,7 +34,7 @@ from judges import evaluation_records
 from judges.llm_judge import current_feature
 from judges.metrics import AnswerRelevance, ContextPrecision, ContextRelevance, Faithfulness
 from judges.protocol import Judge
-from judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, Recorded
+from judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, Recorded, Recording
 from judges.score_rows import score_row, status_rows, summary_status
 from judges.types import MetricResult, RagSample, Status
 
@@ -88,6 +88,45 @@ class WorkerStats:
     released_on_stop: int = 0
 
 
+class _BatchedRecords:
+    """The outbox step for traces that finish together, in one queue transaction: each trace awaits its own
+    answer, and the traces that finish within `window_s` of the first are recorded by one `record_many` call on a
+    worker thread. One thread hop and one commit per trace cost ~220 µs of CPU each (scratch, 1,500 traces) — more
+    than the local judge's scoring — beside an ingest that needs the CPU."""
+
+    def __init__(self, queue: JudgeQueue, window_s: float = 0.005) -> None:
+        self._queue = queue
+        self.window_s = window_s
+        self._waiting: list[tuple[Recording, asyncio.Future[bool]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def record(self, recording: Recording) -> bool:
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append((recording, answer))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await answer
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self.window_s)  # let the rest of the round finish
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                kept = await asyncio.to_thread(self._queue.record_many, [recording for recording, _ in batch])
+            except asyncio.CancelledError:
+                for _, answer in batch:
+                    answer.cancel()
+                raise
+            except Exception as exc:  # the queue file failed: every trace of the batch hears it, as it would alone
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_exception(exc)
+                continue
+            for (_, answer), ok in zip(batch, kept, strict=True):
+                if not answer.done():
+                    answer.set_result(ok)
+
+
 class JudgeWorker:
     def __init__(
         self,
@@ -109,6 +148,7 @@ class JudgeWorker:
         self.stats = WorkerStats(traces=Counter(), scores=Counter())
         self._in_flight: dict[asyncio.Task[None], Lease] = {}
         self._undelivered: dict[tuple[str, str, str], Lease] = {}  # recorded here, not yet in the store
+        self._records = _BatchedRecords(queue)
         self._wake = asyncio.Event()
         self._stopping = False
         self._stop_timeout_s = 10.0
@@ -243,9 +283,7 @@ class JudgeWorker:
                     for r in results
                 ]
         status = summary_status(rows)
-        recorded = await asyncio.to_thread(
-            self.queue.record, lease, rows, status=status, final_state=final_state, error=error
-        )
+        recorded = await self._records.record(Recording(lease, rows, status, final_state, error))
         if not recorded:
             self.stats.lease_lost += 1
             return

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from judges.queue import ItemState, JudgeQueue, Kept
+from judges.queue import ItemState, JudgeQueue, Kept, Recording
 
 
 class Clock:
@@ -72,6 +72,21 @@ def test_lease_expiry_hands_the_item_to_another_worker_and_fences_the_first(queu
     assert not queue.record(first[0], [{"status": "ok"}], status="ok")
     assert queue.renew(first, lease_s=10) == 0
     assert queue.record(again, [{"status": "ok"}], status="ok")
+
+
+def test_record_many_keeps_each_item_whose_lease_still_holds_in_one_call(queue: JudgeQueue, clock: Clock) -> None:
+    queue.enqueue(kept(3), "v1")
+    stale = queue.lease(1, lease_s=10)[0]
+    clock.now_s += 11
+    current = {lease.key: lease for lease in queue.lease(5, lease_s=10)}
+    assert len(current) == 3  # the stale lease lapsed and was handed out again
+    rows = [{"metric": "m", "status": "ok"}]
+    recordings = [Recording(stale, rows, "ok")] + [Recording(lease, rows, "ok") for lease in current.values()]
+    assert queue.record_many(recordings) == [False, True, True, True]  # the stale holder is fenced, alone
+    taken = queue.take_recorded(10, tokens={lease.token for lease in current.values()})
+    assert sorted(r.key for r in taken) == sorted(current)
+    with pytest.raises(ValueError, match="final_state"):
+        queue.record_many([Recording(current[stale.key], rows, "ok", final_state=ItemState.QUEUED)])
 
 
 def test_renewed_leases_do_not_expire(queue: JudgeQueue, clock: Clock) -> None:

@@ -281,6 +281,42 @@ async def test_a_judge_that_raises_gives_llm_error_rows(queue: JudgeQueue) -> No
     assert "RuntimeError('bug')" in sink.rows[0]["explanation"]
 
 
+class ConstantJudge(RaisingJudge):
+    name = "constant"
+    version = "constant:1"
+
+    async def score(self, metric: str, sample: RagSample) -> MetricResult:
+        return MetricResult(metric=metric, value=0.75, status="ok")
+
+
+class CountingQueue(JudgeQueue):
+    """Counts the outbox transactions and the items each carried."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.record_calls: list[int] = []
+
+    def record_many(self, recordings: Any) -> list[bool]:
+        self.record_calls.append(len(recordings))
+        return super().record_many(recordings)
+
+
+async def test_traces_that_finish_together_are_recorded_in_one_transaction(tmp_path: Path) -> None:
+    queue = CountingQueue.in_data_dir(tmp_path, synchronous="NORMAL")
+    assert isinstance(queue, CountingQueue)
+    try:
+        judge = ConstantJudge()
+        sink = ListSink()
+        config = WorkerConfig(metrics=("faithfulness",), concurrency=16, idle_poll_s=0.05, delivery_interval_s=0.05)
+        await drain(queue, judge, fill(queue, judge, 48), sink, config=config)
+        assert sorted(r["trace_id"] for r in sink.rows) == sorted(trace_id(i) for i in range(48))  # each once
+        assert {(r["status"], r["value"]) for r in sink.rows} == {("ok", 0.75)}
+        assert sum(queue.record_calls) == 48
+        assert len(queue.record_calls) < 48 and max(queue.record_calls) > 1  # batched, not one commit per trace
+    finally:
+        queue.close()
+
+
 async def test_graceful_stop_finishes_in_flight_within_the_timeout_and_puts_the_rest_back(
     server: ScriptedOpenAIServer, make_judge: JudgeFactory, queue: JudgeQueue
 ) -> None:

@@ -10,8 +10,9 @@ Reports spans/s from the first request sent until every span is queryable, the a
     python benchmarks/ingest.py --against minimal-sink   # ragmon and the issue's yardstick, alternated
 
 `--against REV` runs the benchmark `--rounds` times (3) on this tree and on a worktree of REV checked out in a
-temporary directory, alternating (which goes first changes every round), each run a process of its own tree's
-`benchmarks/ingest.py` with the same options; it prints every run's figures, then the medians and their ratios.
+temporary directory, alternating (which goes first changes every round), each run a process of this script (copied
+into the worktree, so both trees are driven the same way) serving its own tree's code with the same options; it
+prints every run's figures, then the medians and their ratios.
 This machine's speed drifts by tens of percent within minutes: only runs alternated like this compare.
 
 `--sink minimal` sends the same requests to `benchmarks/_minimal_sink.py` instead of ragmon: the minimal Python
@@ -25,8 +26,8 @@ ClickHouse server does: the agent's own RSS and CPU are then Python's alone, and
 Requests carry realistic RAG attributes (ragmon's SDK names: feature, model, tokens, documents with scores) and
 distinct trace/span ids, built before the clock starts; each sender keeps one connection alive, as OTLP exporters
 do, and retries 429/503 after Retry-After, as OTLP clients must, so back-pressure slows them instead of losing
-spans. (Until 2026-12-02 the senders opened a connection per request; `--against` an older revision runs that
-revision's senders, so compare such pairs with care.)
+spans. (Until 2026-12-02 the senders opened a connection per request: figures from before then are not comparable
+with later ones; `--against` runs this script on both trees, so its pairs are.)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import multiprocessing as mp
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -401,6 +403,10 @@ def _compare(args: argparse.Namespace) -> None:
         if not minimal:
             worktree = ["git", "-C", str(REPO), "worktree", "add", "--detach", str(baseline), args.against]
             subprocess.run(worktree, check=True)
+            # The same benchmark drives both trees (an older script would measure differently: its senders opened a
+            # connection per request); each run still imports and serves its own tree's code.
+            for script in ("ingest.py", "_minimal_sink.py"):
+                shutil.copy2(Path(__file__).with_name(script), baseline / "benchmarks" / script)
         trees = {"this tree": REPO, args.against: baseline}
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         try:

@@ -25,27 +25,11 @@ def _stage_max_ms() -> str:
     return f"CAST(mapFilter((k, v) -> v IS NOT NULL, mapFromArrays([{names}], [{maxima}])), 'Map(String, Float64)')"
 
 
-_FRAGMENT_COLUMNS = (
-    "tenant",
-    "trace_id",
-    "feature",
-    "user",
-    "span_count",
-    "error_count",
-    "root_seen",
-    "root_duration_ms",
-    "stage_max_ms",
-    "min_top1_score",
-    "min_similarity_gap",
-    "max_norm_deviation",
-)
-
-
 def trace_fragments_sql(ddl: Ddl) -> str:
     """Params: seq_from, seq_to (UInt64, inclusive). The spans are summarised per trace before the captured-text
     sizes are joined on, so the join probes once per trace rather than once per span (×0.90 of the query)."""
     return f"""
-SELECT {", ".join(f"f.{name} AS {name}" for name in _FRAGMENT_COLUMNS)}, c.content_bytes AS content_bytes
+SELECT f.*, c.content_bytes AS content_bytes
 FROM (
     SELECT s.tenant AS tenant, s.trace_id AS trace_id,
         if(countIf({_ROOT}) > 0, anyIf(s.feature, {_ROOT}), anyIf(s.feature, s.feature != '')) AS feature,

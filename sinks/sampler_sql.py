@@ -27,7 +27,7 @@ def _stage_max_ms() -> str:
 
 def trace_fragments_sql(ddl: Ddl) -> str:
     """Params: seq_from, seq_to (UInt64, inclusive). The spans are summarised per trace before the captured-text
-    sizes are joined on, so the join probes once per trace rather than once per span (×0.90 of the query)."""
+    sizes are joined on, so the join probes once per trace rather than once per span (×0.90–0.93 of the query)."""
     return f"""
 SELECT f.*, c.content_bytes AS content_bytes
 FROM (

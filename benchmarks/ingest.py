@@ -143,6 +143,40 @@ def _sender(url: str, template: bytes, count: int, seed: int, ready: mp.Barrier,
     result.put({"started": started, "finished": time.time(), "throttled": throttled, "cpu_s": cpu_s})
 
 
+class _Senders:
+    """The sender processes: each builds its requests, then all start together; `first_sent` is the clock's start."""
+
+    def __init__(self, url: str, template: bytes, per_sender: list[int]) -> None:
+        ctx = mp.get_context("spawn")
+        ready = ctx.Barrier(len(per_sender) + 1)
+        self._results: mp.Queue = ctx.Queue()
+        self._processes = [
+            ctx.Process(target=_sender, args=(url, template, n, seed, ready, self._results))
+            for seed, n in enumerate(per_sender)
+        ]
+        for process in self._processes:
+            process.start()
+        ready.wait()  # every sender has built its requests: the clock starts at the first send
+        self.first_sent = time.time()
+
+    def finish(self) -> list[dict[str, float]]:
+        """Each sender's figures, once all have sent everything."""
+        stats = [self._results.get(timeout=3600) for _ in self._processes]
+        for process in self._processes:
+            process.join()
+        return stats
+
+
+def _print_rates(total_spans: int, acknowledged_s: float, queryable_s: float, cpu_s: float) -> None:
+    """The lines `_compare` reads (ragmon's and the minimal sink's runs print them alike)."""
+    print(f"acknowledged in {acknowledged_s:.2f} s  →  {total_spans / acknowledged_s:,.0f} spans/s acknowledged")
+    print(f"queryable after {queryable_s:.2f} s  →  {total_spans / queryable_s:,.0f} spans/s end to end")
+    print(
+        f"agent CPU until queryable: {cpu_s:.1f} s = {cpu_s / queryable_s:.2f} cores busy, "
+        f"{cpu_s / total_spans * 1e6:.1f} µs per span"
+    )
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` so far (all its threads)."""
     return _stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
@@ -243,26 +277,14 @@ def main(argv: list[str] | None = None) -> None:
         extra_env = {"RAGMON_AGENT__CLICKHOUSE_URL": engine.url} if engine else None
         agent = AgentProcess(Path(tmp) / "data", grpc=False, extra_env=extra_env).start()
         try:
-            ctx = mp.get_context("spawn")
-            ready = ctx.Barrier(args.senders + 1)
-            results: mp.Queue = ctx.Queue()
-            url = f"{agent.otlp_http}/v1/traces"
-            senders = [
-                ctx.Process(target=_sender, args=(url, template, n, seed, ready, results))
-                for seed, n in enumerate(per_sender)
-            ]
-            for sender in senders:
-                sender.start()
-            ready.wait()  # every sender has built its requests: the clock starts at the first send
-            first_sent = time.time()
+            senders = _Senders(f"{agent.otlp_http}/v1/traces", template, per_sender)
+            first_sent = senders.first_sent
             assert agent.process is not None
             cpu_before = _cpu_seconds(agent.process.pid)
             engine_cpu_before = _cpu_seconds(engine.process.pid) if engine else 0.0
             threads_before = _cpu_by_thread_name(agent.process.pid)
             memory = _MemoryWatch(agent.process.pid)
-            stats = [results.get(timeout=3600) for _ in senders]
-            for sender in senders:
-                sender.join()
+            stats = senders.finish()
             acknowledged_s = max(s["finished"] for s in stats) - first_sent
             stored = agent.wait_for("SELECT count() AS n FROM spans", total_spans, timeout_s=600)
             queryable_s = time.time() - first_sent
@@ -305,12 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"stored and queryable: {stored:,} spans")
     print(f"sender processes' CPU while sending: {sum(s['cpu_s'] for s in stats):.1f} s (on the same 2 cores)")
-    print(f"acknowledged in {acknowledged_s:.2f} s  →  {total_spans / acknowledged_s:,.0f} spans/s acknowledged")
-    print(f"queryable after {queryable_s:.2f} s  →  {total_spans / queryable_s:,.0f} spans/s end to end")
-    print(
-        f"agent CPU until queryable: {agent_cpu_s:.1f} s = {agent_cpu_s / queryable_s:.2f} cores busy, "
-        f"{agent_cpu_s / total_spans * 1e6:.1f} µs per span"
-    )
+    _print_rates(total_spans, acknowledged_s, queryable_s, agent_cpu_s)
     by_thread = {n: v - threads_before.get(n, 0.0) for n, v in threads_after.items()}
     by_thread["(threads that exited)"] = agent_cpu_s - sum(by_thread.values())
     busiest = sorted(by_thread.items(), key=lambda kv: -kv[1])[:6]
@@ -347,21 +364,10 @@ def _run_minimal_sink(template: bytes, per_sender: list[int], total_spans: int) 
             assert sink.stdout is not None
             port = int(sink.stdout.readline().split()[1])
             base = f"http://127.0.0.1:{port}"
-            ctx = mp.get_context("spawn")
-            ready = ctx.Barrier(len(per_sender) + 1)
-            results: mp.Queue = ctx.Queue()
-            senders = [
-                ctx.Process(target=_sender, args=(f"{base}/v1/traces", template, n, seed, ready, results))
-                for seed, n in enumerate(per_sender)
-            ]
-            for sender in senders:
-                sender.start()
-            ready.wait()
-            first_sent = time.time()
+            senders = _Senders(f"{base}/v1/traces", template, per_sender)
+            first_sent = senders.first_sent
             cpu_before = _cpu_seconds(sink.pid)
-            stats = [results.get(timeout=3600) for _ in senders]
-            for sender in senders:
-                sender.join()
+            stats = senders.finish()
             stored = 0
             while stored < total_spans and time.time() - first_sent < 600:
                 with urllib.request.urlopen(f"{base}/count", timeout=30) as response:
@@ -375,12 +381,7 @@ def _run_minimal_sink(template: bytes, per_sender: list[int], total_spans: int) 
             sink.wait()
     acknowledged_s = max(s["finished"] for s in stats) - first_sent
     print(f"minimal sink (benchmarks/_minimal_sink.py): {total_spans:,} spans sent, {stored:,} stored and queryable")
-    print(f"acknowledged in {acknowledged_s:.2f} s  →  {total_spans / acknowledged_s:,.0f} spans/s acknowledged")
-    print(f"queryable after {queryable_s:.2f} s  →  {total_spans / queryable_s:,.0f} spans/s end to end")
-    print(
-        f"agent CPU until queryable: {cpu_s:.1f} s = {cpu_s / queryable_s:.2f} cores busy, "
-        f"{cpu_s / total_spans * 1e6:.1f} µs per span"
-    )
+    _print_rates(total_spans, acknowledged_s, queryable_s, cpu_s)
     print(f"agent peak RSS: {rss_mb:.0f} MB")
 
 

@@ -69,8 +69,14 @@ TRACELOOP_REQUEST_TYPE_STAGE: Final[dict[str, str | None]] = {
     "rerank": "rerank",
 }
 
+# OpenLLMetry names its framework retrievers by operation (LangChain: gen_ai.operation.name = vector_db_retrieve) or
+# only by class (LlamaIndex: a task span whose entity is `VectorIndexRetriever.task`); neither is a GenAI operation.
+TRACELOOP_RETRIEVE_OPERATION: Final = "vector_db_retrieve"
+TRACELOOP_RETRIEVER_ENTITY: Final = r"Retriever(\.[a-z_]+)?$"  # a regex: not RetrieverQueryEngine.task
+
 # --- names not in ragmon.attributes (other dialects' extras) ---------------------------------------------
 TRACELOOP_REQUEST_TYPE: Final = "llm.request.type"
+TRACELOOP_ENTITY_NAME: Final = "traceloop.entity.name"
 OI_PROVIDER: Final = "llm.provider"
 OI_SYSTEM: Final = "llm.system"
 OI_CACHE_READ_TOKENS: Final = "llm.token_count.prompt_details.cache_read"
@@ -96,6 +102,8 @@ CONTENT_KEYS: Final = frozenset(
         A.OI_RERANKER_QUERY,
         "traceloop.entity.input",
         "traceloop.entity.output",
+        "gen_ai.task.input",  # newer OpenLLMetry: a copy of traceloop.entity.input / output on framework spans
+        "gen_ai.task.output",
         "exception.stacktrace",
     }
 )
@@ -346,14 +354,21 @@ def openinference_dialect() -> DialectSql:
 
 
 def openllmetry_dialect() -> DialectSql:
-    """OpenLLMetry / Traceloop: `traceloop.span.kind`, `llm.request.type` (its GenAI names are OTel's)."""
+    """OpenLLMetry / Traceloop: `traceloop.span.kind`, `llm.request.type` (its GenAI names are OTel's), and its
+    retriever spans (a task is a search when OpenLLMetry says it retrieves, by operation or by class)."""
     request_type = f"lower(ifNull({raw(TRACELOOP_REQUEST_TYPE)}, ''))"
     kind = f"lower(ifNull({raw(A.TRACELOOP_SPAN_KIND)}, ''))"
+    retriever = (
+        f"if(ifNull({raw(A.GEN_AI_OPERATION_NAME)}, '') = {quote(TRACELOOP_RETRIEVE_OPERATION)} OR ({kind} = 'task' "
+        f"AND match(ifNull({raw(TRACELOOP_ENTITY_NAME)}, ''), {quote(TRACELOOP_RETRIEVER_ENTITY)})), 'search', NULL)"
+    )
     return DialectSql(
         keys=frozenset({A.TRACELOOP_SPAN_KIND, TRACELOOP_REQUEST_TYPE}),
         fields={
             "stage": _first(
-                _stage_lookup(request_type, TRACELOOP_REQUEST_TYPE_STAGE), _stage_lookup(kind, TRACELOOP_KIND_STAGE)
+                _stage_lookup(request_type, TRACELOOP_REQUEST_TYPE_STAGE),
+                retriever,
+                _stage_lookup(kind, TRACELOOP_KIND_STAGE),
             ),
         },
     )

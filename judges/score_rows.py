@@ -19,8 +19,9 @@ from typing import Any
 from judges.queue import Lease
 from judges.types import MetricResult, Status
 
-# Keys beyond the v1 scores table (and claim fields beyond its (claim, verdict, reason) tuple): schema v3 added them.
-EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability")
+# Keys beyond the v1 scores table (and claim fields beyond its (claim, verdict, reason) tuple): schema v3 added them,
+# and v4 the context source.
+EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability", "context_source")
 EXTRA_CLAIM_KEYS = ("flag", "support")
 
 
@@ -32,6 +33,7 @@ def score_row(
     feature: str,
     run_name: str = "",
     scored_at_ns: int | None = None,
+    context_source: str = "",
 ) -> dict[str, Any]:
     usage = result.usage
     return {
@@ -65,6 +67,8 @@ def score_row(
         "scored_at": time.time_ns() if scored_at_ns is None else scored_at_ns,
         "sampling_reason": lease.sampling_reason,
         "inclusion_probability": lease.inclusion_probability,
+        # judged against retrieved passages or against the prompt ('' when the payload did not say)
+        "context_source": context_source,
     }
 
 

@@ -109,6 +109,7 @@ def _stored_payload(row: Mapping[str, Any]) -> StoredPayload:
         question=str(row.get("question") or ""),
         answer=str(row.get("answer") or ""),
         passages=[str(p) for p in row.get("passage_texts") or []],
+        context_source=str(row.get("context_source") or ""),
         feature=str(row.get("feature") or ""),
         sampling_reason=str(row.get("sampling_reason") or ""),
         inclusion_probability=float(probability) if probability is not None else None,

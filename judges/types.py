@@ -63,6 +63,9 @@ class RagSample(BaseModel):
     answer: str = ""
     passages: list[str] = Field(default_factory=list)
     reference: str | None = None  # a reference answer (offline evaluation only), for context recall
+    # What `passages` are: "passages" (retrieved documents), "prompt" (the answering call's prompt messages, for
+    # an app traced without a retrieval span) or "" (not said: offline data, older payloads).
+    context_source: str = ""
 
 
 class MetricResult(BaseModel):

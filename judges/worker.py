@@ -279,6 +279,7 @@ class JudgeWorker:
                         feature=feature,
                         run_name=config.run_name,
                         scored_at_ns=now_ns,
+                        context_source=sample.context_source,
                     )
                     for r in results
                 ]

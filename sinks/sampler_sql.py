@@ -9,6 +9,7 @@ Duplicated spans (a re-send that was not the same batch) are collapsed with `LIM
 from __future__ import annotations
 
 from ragmon.model import STAGES
+from sinks.content_sql import span_text_columns
 from sinks.schema import CONTENT_TABLE, DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl
 
 _ROOT = "parent_span_id = ''"
@@ -64,19 +65,6 @@ LEFT JOIN (
 ORDER BY tenant, trace_id"""
 
 
-def _output_text(messages: str) -> str:
-    """The text of `gen_ai.output.messages` (OTel GenAI JSON: [{role, parts: [{type, content}]}], or the older
-    [{role, content}]); anything that is not a JSON array is taken as text already."""
-    return f"""multiIf(
-        isValidJSON({messages}) AND JSONType({messages}) = 'Array',
-        arrayStringConcat(arrayFlatten(arrayMap(
-            x -> if(JSONHas(x, 'parts'),
-                arrayMap(part -> JSONExtractString(part, 'content'), JSONExtractArrayRaw(x, 'parts')),
-                [JSONExtractString(x, 'content')]),
-            JSONExtractArrayRaw({messages}))), '\\n'),
-        {messages})"""
-
-
 PAYLOAD_INSERT_COLUMNS = (
     "tenant",
     "trace_id",
@@ -86,6 +74,8 @@ PAYLOAD_INSERT_COLUMNS = (
     "answer",
     "passages",
     "tool_calls",
+    "messages",
+    "context_source",
     "content",
     "sampling_reason",
     "sampling_reasons",
@@ -113,8 +103,12 @@ def copy_payloads_sql(ddl: Ddl) -> str:
         JSONExtract({trace_ids:String}, 'Array(String)'), JSONExtract({reasons:String}, 'Array(Array(String))'),
         JSONExtract({probabilities:String}, 'Array(Float64)'))) AS k)"""
     kept_ids = "(SELECT arrayJoin(JSONExtract({trace_ids:String}, 'Array(String)')))"
-    answer_span = "(stage = 'generate' AND mapContains(content, 'gen_ai.output.messages'))"
-    passage_span = "(notEmpty(retrieved_ids) OR mapContains(content, 'ragmon.retrieval.document_texts'))"
+    documents = "(notEmpty(doc_ids) OR notEmpty(doc_texts))"
+    passages = "(span_id, doc_ids, doc_scores, doc_texts)"
+    # an app's own outermost span with an input or output (its chain, workflow or request span; the root, or
+    # the top of the app's part of the trace under a server span): the user's question and the answer shown
+    chain = "(stage IN ('request', 'other') AND (io_in != '' OR io_out != ''))"
+    answered = "(stage = 'generate' AND out_text != '')"
     return f"""
 INSERT INTO {ddl.table("payloads")} ({", ".join(PAYLOAD_INSERT_COLUMNS)})
 WITH kept AS ({kept}
@@ -133,40 +127,58 @@ spans_c AS (
     WHERE ingest_seq >= {{min_seq:UInt64}} AND trace_id IN {kept_ids}
     LIMIT 1 BY tenant, trace_id, span_id
 ),
+spans_t AS (
+    SELECT tenant, trace_id, span_id, parent_span_id, stage, name, start_time, content,
+        {", ".join(span_text_columns())}
+    FROM spans_c
+),
 per_trace AS (
     SELECT tenant, trace_id, min(start_time) AS first_start,
         anyIf(content['ragmon.question'], mapContains(content, 'ragmon.question') AND {_ROOT}) AS root_question,
         anyIf(content['ragmon.question'], mapContains(content, 'ragmon.question')) AS any_question,
         argMaxIf(span_id, start_time, mapContains(content, 'ragmon.answer')) AS answer_span,
         argMaxIf(content['ragmon.answer'], start_time, mapContains(content, 'ragmon.answer')) AS direct_answer,
-        argMaxIf(span_id, start_time, {answer_span}) AS generate_span,
-        argMaxIf(content['gen_ai.output.messages'], start_time, {answer_span}) AS output_messages,
-        if(countIf(stage = 'rerank' AND {passage_span}) > 0,
-            argMaxIf((span_id, retrieved_ids, retrieved_scores, content['ragmon.retrieval.document_texts']),
-                start_time, stage = 'rerank' AND {passage_span}),
-            argMaxIf((span_id, retrieved_ids, retrieved_scores, content['ragmon.retrieval.document_texts']),
-                start_time, stage = 'search' AND {passage_span})) AS passage_source,
+        argMinIf((io_in, io_out), start_time, {chain}) AS chain_io,
+        argMaxIf(if(query_text != '', query_text, io_in), start_time,
+            stage IN ('search', 'rerank') AND (query_text != '' OR io_in != '')) AS retrieval_query,
+        argMaxIf(span_id, start_time, {answered}) AS generate_span,
+        argMaxIf(out_text, start_time, {answered}) AS generate_output,
+        -- the prompt of the call that answered (else of the last call that has one)
+        argMaxIf(in_messages, (out_text != '', start_time), stage = 'generate' AND notEmpty(in_messages))
+            AS prompt_messages,
+        if(countIf(stage = 'rerank' AND {documents}) > 0,
+            argMaxIf({passages}, start_time, stage = 'rerank' AND {documents}),
+            argMaxIf({passages}, start_time, stage = 'search' AND {documents})) AS passage_source,
         arraySort(x -> x.1, groupArrayIf(
             (start_time, if(content['gen_ai.tool.name'] != '', content['gen_ai.tool.name'], toString(name)),
-                content['gen_ai.tool.call.arguments'], content['gen_ai.tool.call.result']),
+                multiIf(content['gen_ai.tool.call.arguments'] != '', content['gen_ai.tool.call.arguments'],
+                    content['input.value'] != '', content['input.value'], content['traceloop.entity.input']),
+                multiIf(content['gen_ai.tool.call.result'] != '', content['gen_ai.tool.call.result'],
+                    content['output.value'] != '', content['output.value'], content['traceloop.entity.output'])),
             stage = 'tool')) AS tools,
         arrayFlatten(groupArray(arrayMap((key, value) -> (toString(stage), span_id, key, value, {_ROOT}),
             mapKeys(content), mapValues(content)))) AS entries
-    FROM spans_c
+    FROM spans_t
     GROUP BY tenant, trace_id
 )
 SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
     SELECT k.tenant AS tenant, k.trace_id AS trace_id,
         if(si.root_feature != '', si.root_feature, si.any_feature) AS feature,
         if(p.trace_id != '', p.first_start, si.first_start) AS start_time,
-        if(p.root_question != '', p.root_question, p.any_question) AS question,
-        multiIf(p.answer_span != '', p.direct_answer,
-            p.generate_span != '', {_output_text("p.output_messages")}, '') AS answer,
-        p.passage_source.2 AS ids, p.passage_source.3 AS scores,
-        JSONExtract(p.passage_source.4, 'Array(String)') AS texts,
+        -- the last user message of the answering call's prompt: the question of an app traced only at its client
+        arrayReverse(arrayFilter(m -> m.1 = 'user' AND m.2 != '', p.prompt_messages))[1].2 AS asked,
+        multiIf(p.root_question != '', p.root_question, p.any_question != '', p.any_question,
+            p.chain_io.1 != '', p.chain_io.1, p.retrieval_query != '', p.retrieval_query, asked) AS question,
+        multiIf(p.answer_span != '', p.direct_answer, p.chain_io.2 != '', p.chain_io.2,
+            p.generate_span != '', p.generate_output, '') AS answer,
+        p.passage_source.2 AS ids, p.passage_source.3 AS scores, p.passage_source.4 AS texts,
         arrayMap(i -> (ids[i], if(i <= length(scores), toNullable(scores[i]), NULL), texts[i]),
             range(1, greatest(length(ids), length(texts)) + 1)) AS passages,
         arrayMap(t -> (t.2, t.3, t.4), p.tools) AS tool_calls,
+        p.prompt_messages AS messages,
+        multiIf(notEmpty(passages), 'passages',
+            arrayExists(m -> m.2 != '' AND NOT (m.1 = 'user' AND m.2 = question), messages), 'prompt', '')
+            AS context_source,
         arrayFilter(e -> NOT (
             (e.3 = 'ragmon.question' AND e.4 = question)
             OR (p.answer_span != '' AND e.2 = p.answer_span AND e.3 = 'ragmon.answer')
@@ -198,8 +210,12 @@ def payloads_for_judging_sql(ddl: Ddl) -> str:
     """Params: tenant, trace_ids. The judge's inputs of those traces that have a payload row, one row per trace
     (the latest copy: payloads collapse on (tenant, trace_id), and FINAL reads them collapsed before merges do)."""
     return f"""
-SELECT trace_id, feature, question, answer, arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,
-    sampling_reason, inclusion_probability
+SELECT trace_id, feature, question, answer,
+    -- without retrieved passages the judge's context is the answering call's prompt, less the question itself
+    if(context_source = 'prompt',
+        arrayMap(m -> m.2, arrayFilter(m -> m.2 != '' AND NOT (m.1 = 'user' AND m.2 = question), messages)),
+        arrayMap(p -> tupleElement(p, 'text'), passages)) AS passage_texts,
+    context_source, sampling_reason, inclusion_probability
 FROM {ddl.table("payloads")} FINAL
 WHERE tenant = {{tenant:String}} AND trace_id IN {{trace_ids:Array(String)}}"""
 

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from sinks.backend import quote_string
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -118,6 +118,10 @@ PAYLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("answer", "String"),
     ("passages", "Array(Tuple(id String, score Nullable(Float32), text String))"),
     ("tool_calls", "Array(Tuple(name String, arguments String, result String))"),
+    # v4 (PAYLOAD_COLUMNS_V4): the answering LLM call's prompt, and what the judge's context is: 'passages'
+    # (retrieved), 'prompt' (no retrieval in the trace: the prompt's messages) or '' (neither was captured)
+    ("messages", "Array(Tuple(role String, content String))"),
+    ("context_source", "LowCardinality(String)"),
     ("content", "Map(String, String)"),  # any other captured text, by span/attribute key
     ("sampling_reason", "LowCardinality(String)"),  # the first of sampling_reasons
     ("sampling_reasons", "Array(LowCardinality(String))"),  # every policy that kept it: error, slow, baseline ...
@@ -149,8 +153,12 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sampling_reason", "LowCardinality(String)"),  # the first sampler policy that kept the trace
     # P(the trace was kept and judged); its score stands for 1 / p traces of all traffic. NULL when unknown.
     ("inclusion_probability", "Nullable(Float64)"),
+    # v4: what the trace's answer was judged against (the payload's context_source; '' when not applicable)
+    ("context_source", "LowCardinality(String)"),
 )
-SCORE_COLUMNS_V3 = SCORE_COLUMNS[-6:]
+SCORE_COLUMNS_V3 = SCORE_COLUMNS[-7:-1]
+SCORE_COLUMNS_V4 = SCORE_COLUMNS[-1:]
+PAYLOAD_COLUMNS_V4 = tuple(c for c in PAYLOAD_COLUMNS if c[0] in ("messages", "context_source"))
 
 ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
@@ -542,6 +550,20 @@ def _v3(ddl: Ddl) -> list[str]:
     return statements
 
 
+def _v4(ddl: Ddl) -> list[str]:
+    """The content model's payload columns and the score's context source (no-ops on a store created at v4)."""
+    statements: list[str] = []
+    for table, columns, full in (
+        ("payloads", PAYLOAD_COLUMNS_V4, PAYLOAD_COLUMNS),
+        ("scores", SCORE_COLUMNS_V4, SCORE_COLUMNS),
+    ):
+        names = [name for name, _ in full]
+        for name, ch_type in columns:
+            previous = names[names.index(name) - 1]
+            statements += ddl.alter_columns(table, f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {previous}")
+    return statements
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -556,6 +578,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(1, "spans, payloads, scores, alerts, per-minute rollup", tuple(_v1(ddl, retention))),
         Migration(2, "ingest_seq, span_content, sampling_reasons, hourly rollup", tuple(_v2(ddl, retention))),
         Migration(3, "scores: flags, judge calls, per-claim flags and support, sampling weight", tuple(_v3(ddl))),
+        Migration(4, "payloads: prompt messages, context source; scores: context source", tuple(_v4(ddl))),
     ]
 
 

@@ -24,7 +24,7 @@ def test_spans_columns_come_from_the_model(store: Store) -> None:
 
 def test_migrations_are_recorded_once_and_rerun_safely(store: Store) -> None:
     db = store.topology.database
-    assert store.migrate() == 3
+    assert store.migrate() == 4
     store.migrate()
     ledger = store.query(f"SELECT version, description FROM {db}.schema_migrations FINAL ORDER BY version")
     assert [r["version"] for r in ledger] == [m.version for m in migrations(Topology(db), Retention())]

@@ -296,8 +296,9 @@ class DashboardQueries:
             raise ValueError("a trace id is 32 lowercase hex characters")
         params = {"trace_id": trace_id}
         payloads = self._read(
-            "SELECT tenant, trace_id, feature, start_time, question, answer, passages, tool_calls,"
-            " sampling_reasons, inclusion_probability FROM payloads FINAL WHERE trace_id = {trace_id:String} LIMIT 1",
+            "SELECT tenant, trace_id, feature, start_time, question, answer, passages, tool_calls, messages,"
+            " context_source, sampling_reasons, inclusion_probability"
+            " FROM payloads FINAL WHERE trace_id = {trace_id:String} LIMIT 1",
             params,
             tenant,
         )
@@ -372,6 +373,9 @@ def _payload_view(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "answer": row["answer"],
         "passages": [{"id": p["id"], "score": _finite(p["score"]), "text": p["text"]} for p in row["passages"] or []],
         "tool_calls": [dict(call) for call in row["tool_calls"] or []],
+        # the answering call's prompt; with context_source 'prompt' (no retrieval span) the judge's context
+        "messages": [{"role": m["role"], "content": m["content"]} for m in row["messages"] or []],
+        "context_source": row["context_source"],
         "reasons": list(row["sampling_reasons"]),
         "inclusion_probability": _finite(row["inclusion_probability"]),
     }

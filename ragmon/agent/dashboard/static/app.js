@@ -501,6 +501,17 @@
     const list = $("trace-passages");
     clear(list);
     const passages = trace.passages || [];
+    if (!passages.length && trace.context_source === "prompt") {
+      // no retrieval span in this trace: the judge's context was the prompt the model was given
+      list.appendChild(el("li", { className: "empty-row", text: "No retrieval span: judged against the prompt below." }));
+      for (const m of trace.messages || []) {
+        list.appendChild(el("li", { className: "passage prompt-message" }, [
+          el("div", { className: "passage-head" }, [el("span", { className: "mono passage-id", text: m.role })]),
+          el("p", { className: "text passage-text", text: m.content }),
+        ]));
+      }
+      return;
+    }
     if (!passages.length) {
       list.appendChild(el("li", { className: "empty-row", text: trace.kept ? "No passages were captured." : "This trace's text was not kept." }));
       return;

@@ -33,6 +33,16 @@ def test_otel_variables_are_honoured() -> None:
     assert settings.sdk.capture_content is True
 
 
+@pytest.mark.parametrize(
+    ("mode", "on"),
+    [("span_only", True), ("SPAN_AND_EVENT", True), ("event_only", False), ("no_content", False), ("false", False)],
+)
+def test_genai_capture_modes_turn_content_on_when_text_goes_on_spans(mode: str, on: bool) -> None:
+    # newer GenAI instrumentations take a mode instead of a boolean (with OTEL_SEMCONV_STABILITY_OPT_IN)
+    env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": mode}
+    assert load_settings(env=env).sdk.capture_content is on
+
+
 def test_traces_endpoint_variable_wins_and_loses_its_path() -> None:
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",

@@ -1,16 +1,25 @@
 """OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate), ``GET /health``, ``GET /metrics``.
 
-A small HTTP/1.1 server on asyncio (stdlib only, keep-alive, pipelining-safe), running its own event loop in a
-background thread. Why not `http.server`: a thread per connection and a line-by-line header parser cost
-~0.3 ms a request before any decoding, and its blocking reads cannot enforce a body cap or a read deadline
-cleanly; aiohttp/uvicorn are not dependencies of ragmon. The loop only parses heads and buffers bodies; decoding,
-validating and the consumer run in a small thread pool so a slow consumer (fsync, store) never stalls the loop.
+HTTP/1.1 framing, keep-alive, pipelining and ``Expect: 100-continue`` come from `h11` (a sans-I/O protocol state
+machine: it parses, we do the I/O); this module is the asyncio glue and the OTLP policy, on an event loop in a
+background thread. Why not `http.server`: a thread per connection and blocking reads that cannot enforce a body
+cap or a read deadline; aiohttp/uvicorn are not dependencies of ragmon. The loop only parses and buffers bodies;
+decoding, validating and the consumer run in a small thread pool so a slow consumer (fsync, store) never stalls it.
 
-Order of checks for a POST, all before the body is read (with ``Expect: 100-continue`` the client does not even
-send it): auth (401) → length present (411) and within `max_body_bytes` (413) → content type (415) → content
-encoding (415) → in-flight byte budget (503 + Retry-After). Then the body is decoded (400 / 413 for a
-too-large decompressed body), handed to the consumer (429 / 503 + Retry-After on backpressure) and answered
-200, with ``partial_success`` when spans were rejected. Responses use the request's content type.
+Bodies come with a Content-Length or ``Transfer-Encoding: chunked`` (what the OpenTelemetry JS exporters send).
+Order of checks for a POST, all before any body byte is read (with ``Expect: 100-continue`` the client does not
+even send it): auth (401) → framing present (411: neither length nor chunked) and a declared length within
+`max_body_bytes` (413) → content type (415) → content encoding (415) → in-flight byte budget (503 +
+Retry-After). A chunked body is answered 413 as soon as the bytes received pass `max_body_bytes`. Then the body is
+decoded (400 / 413 for a too-large decompressed body), handed to the consumer (429 / 503 + Retry-After on
+backpressure) and answered 200, with ``partial_success`` when spans were rejected. Responses use the request's
+content type. Malformed HTTP is 400 (431 for a head over 64 KiB, 501 for an unknown transfer coding, 505 for a
+version other than 1.0/1.1) and closes the connection; a request head or body slower than `read_timeout_s` is 408.
+
+A refusal sent while the client is still uploading (413, or any refusal of a body too big to read and drop)
+closes the connection the way nginx's lingering close does: send the answer, shut down our sending side, then
+read and drop what keeps coming for a bounded time and amount. Closing at once would make the kernel reset the
+connection over the unread bytes, and the client would see a reset (which OTLP exporters retry) instead of the 413.
 """
 
 from __future__ import annotations
@@ -22,7 +31,10 @@ import logging
 import math
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Final
+
+import h11
 
 from collectors.auth import ApiKeyAuth
 from collectors.consumer import SpanConsumer
@@ -36,29 +48,36 @@ __all__ = ["HttpReceiver"]
 
 _log = logging.getLogger(__name__)
 
-TRACES_PATH: Final = "/v1/traces"
-_MAX_HEAD_BYTES: Final = 64 * 1024
-_DISCARD_MAX_BYTES: Final = 64 * 1024  # bodies of refused requests up to this size are read and dropped
+TRACES_PATH: Final = b"/v1/traces"
+_MAX_HEAD_BYTES: Final = 64 * 1024  # h11 answers 431 past this without a complete head (its default is 16 KiB)
+_DISCARD_MAX_BYTES: Final = 64 * 1024  # refused bodies up to this declared size are read and dropped (keep-alive)
+# Lingering close (see the module docstring): nginx's lingering_time / lingering_timeout, plus a byte cap. Dropping
+# bytes costs well under 1 ms of CPU per MiB; these only bound a client that never stops.
+_LINGER_MAX_S: Final = 30.0
+_LINGER_QUIET_S: Final = 5.0
+_LINGER_MAX_BYTES: Final = 256 * 1024 * 1024
 _ENCODING_BY_TYPE: Final[dict[str, BodyEncoding]] = {
     "application/x-protobuf": "protobuf",
     "application/protobuf": "protobuf",
     "application/json": "json",
 }
 _REASONS: Final = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Content Too Large",
-    415: "Unsupported Media Type",
-    429: "Too Many Requests",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-    505: "HTTP Version Not Supported",
+    100: b"Continue",
+    200: b"OK",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    408: b"Request Timeout",
+    411: b"Length Required",
+    413: b"Content Too Large",
+    415: b"Unsupported Media Type",
+    429: b"Too Many Requests",
+    431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error",
+    501: b"Not Implemented",
+    503: b"Service Unavailable",
+    505: b"HTTP Version Not Supported",
 }
 
 
@@ -220,20 +239,36 @@ class HttpReceiver:
         self.counters.add("ragmon_receiver_requests_total", transport="http", outcome=outcome)
 
 
+@dataclass(slots=True)
+class _Upload:
+    """An accepted export whose body is arriving."""
+
+    encoding: BodyEncoding
+    content_encoding: str
+    tenant: str
+    chunked: bool
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+
+
 class _Connection(asyncio.Protocol):
-    """One client connection: parses request heads, buffers bodies, answers in order."""
+    """One client connection: feeds bytes to h11, acts on its events, answers in order."""
 
     def __init__(self, receiver: HttpReceiver) -> None:
         self.receiver = receiver
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.busy = False  # a request is being processed; later (pipelined) bytes wait in the buffer
+        self.http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
+        self.method = b""
+        self.upload: _Upload | None = None
+        self.reserved = 0  # in-flight budget held by `upload`, released when it is answered or dropped
+        self.busy = False  # an export is in the pool; later (pipelined) bytes wait, reading paused
+        self.paused = False
+        self.idle = True  # no byte of a next request yet: the idle timeout applies, not the read timeout
         self.closing = False
         self.close_after_idle = False
-        self.discard_bytes = 0
-        self.pending: tuple[int, BodyEncoding, str, str, bool] | None = None  # body size, encoding, ...
-        self.reserved = 0
+        self.linger_until = 0.0
+        self.linger_bytes = 0
         self.timer: asyncio.TimerHandle | None = None
 
     # asyncio callbacks
@@ -248,120 +283,100 @@ class _Connection(asyncio.Protocol):
         self.receiver.track(self, False)
         if self.timer is not None:
             self.timer.cancel()
-        if self.reserved and not self.busy:
-            self.receiver.release(self.reserved)
-            self.reserved = 0
+        if not self.busy:
+            self._release()
 
     def data_received(self, data: bytes) -> None:
-        if self.discard_bytes:
-            dropped = min(self.discard_bytes, len(data))
-            self.discard_bytes -= dropped
-            data = data[dropped:]
-        if not self.buffer and data and self.pending is None and not self.busy:
+        if self.linger_until:
+            self._drop_lingering(len(data))
+            return
+        if self.closing:
+            return
+        if self.idle:
+            self.idle = False
             self._arm(self.receiver.read_timeout_s)  # a new request started: it must arrive in time
-        self.buffer += data
-        if not self.busy:
-            self._advance()
+        self.http.receive_data(data)
+        if self.busy:
+            # Pipelined bytes wait in h11's buffer; TCP holds the rest, so that buffer stays small.
+            if not self.paused and self.transport is not None:
+                self.transport.pause_reading()
+                self.paused = True
+            return
+        self._advance()
 
     # state machine
     def _advance(self) -> None:
         while not self.busy and not self.closing:
-            if self.pending is None:
-                end = self.buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(self.buffer) > _MAX_HEAD_BYTES:
-                        self._reply(431, "text/plain", b"request head too large\n", close=True)
-                    return
-                head = bytes(self.buffer[:end])
-                del self.buffer[: end + 4]
-                self._on_head(head)
-                continue
-            size = self.pending[0]
-            if len(self.buffer) < size:
+            try:
+                event = self.http.next_event()
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint if exc.error_status_hint in _REASONS else 400
+                self._reply(status, "text/plain", f"malformed request: {exc}\n".encode(), close=True)
                 return
-            body = bytes(self.buffer[:size])
-            del self.buffer[:size]
-            _, encoding, content_encoding, tenant, keep_alive = self.pending
-            self.pending = None
-            self.busy = True
-            if self.timer is not None:
-                self.timer.cancel()
-            self.loop.create_task(self._export(body, encoding, content_encoding, tenant, keep_alive))
+            if isinstance(event, h11.Data):
+                self._on_data(event.data)
+            elif isinstance(event, h11.Request):
+                self._on_request(event)
+            elif isinstance(event, h11.EndOfMessage):
+                self._on_end()
+            else:  # NEED_DATA; PAUSED (our answer is pending); ConnectionClosed (never fed: EOF closes us)
+                return
 
-    def _on_head(self, head: bytes) -> None:
+    def _on_request(self, request: h11.Request) -> None:
         receiver = self.receiver
-        try:
-            request_line, *header_lines = head.decode("latin-1").split("\r\n")
-            method, target, version = request_line.split(" ")
-        except ValueError:
-            self._reply(400, "text/plain", b"malformed request line\n", close=True)
-            return
-        if version not in ("HTTP/1.1", "HTTP/1.0"):
+        self.method = request.method
+        if request.http_version not in (b"1.1", b"1.0"):
             self._reply(505, "text/plain", b"HTTP/1.1 only\n", close=True)
             return
-        headers: dict[str, str] = {}
-        for line in header_lines:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                self._reply(400, "text/plain", b"malformed header line\n", close=True)
-                return
-            name = name.lower()
-            value = value.strip()
-            if name == "content-length" and name in headers and headers[name] != value:
-                self._reply(400, "text/plain", b"conflicting Content-Length headers\n", close=True)
-                return
-            headers[name] = value
-        connection = headers.get("connection", "").lower()
-        keep_alive = "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
-        if "transfer-encoding" in headers:
-            self._reply(411, "text/plain", b"send a Content-Length; chunked bodies are not supported\n", close=True)
+        fields: dict[bytes, bytes] = dict(request.headers)  # h11 lower-cases names, validated Content-Length
+        length_text = fields.get(b"content-length")
+        chunked = b"transfer-encoding" in fields  # h11 refuses (501) any coding other than chunked
+        if chunked and length_text is not None:
+            # RFC 9112 §6.3: a request smuggling pattern; a server may refuse it, and must close after it.
+            self._reply(400, "text/plain", b"both Content-Length and Transfer-Encoding\n", close=True)
             return
-        length_text = headers.get("content-length", "")
-        if length_text and not length_text.isdigit():
-            self._reply(400, "text/plain", b"invalid Content-Length\n", close=True)
-            return
-        length = int(length_text) if length_text else 0
-        path = target.split("?", 1)[0]
+        # The body's declared size: None when chunked, 0 without framing (h11 reads no body then).
+        length = int(length_text) if length_text is not None else None if chunked else 0
+        path = request.target.split(b"?", 1)[0]
 
         if path != TRACES_PATH:
-            if method in ("GET", "HEAD") and path in ("/health", "/metrics"):
-                if path == "/health":
+            if request.method in (b"GET", b"HEAD") and path in (b"/health", b"/metrics"):
+                if path == b"/health":
                     body, content_type = b'{"status":"ok"}\n', "application/json"
                 else:
                     text = render_metrics(receiver.metrics_sources)
                     body, content_type = text.encode("utf-8"), "text/plain; version=0.0.4; charset=utf-8"
-                self._refuse_body(length, keep_alive, 200, content_type, b"" if method == "HEAD" else body)
-            elif path in ("/health", "/metrics"):
-                self._refuse_body(length, keep_alive, 405, "text/plain", b"use GET\n", {"Allow": "GET, HEAD"})
+                self._refuse(length, 200, content_type, body)
+            elif path in (b"/health", b"/metrics"):
+                self._refuse(length, 405, "text/plain", b"use GET\n", {"Allow": "GET, HEAD"})
             else:
-                self._refuse_body(length, keep_alive, 404, "text/plain", b"not found; POST /v1/traces\n")
+                self._refuse(length, 404, "text/plain", b"not found; POST /v1/traces\n")
             return
-        if method != "POST":
-            self._refuse_body(length, keep_alive, 405, "text/plain", b"use POST\n", {"Allow": "POST"})
+        if request.method != b"POST":
+            self._refuse(length, 405, "text/plain", b"use POST\n", {"Allow": "POST"})
             return
 
-        media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        media_type = fields.get(b"content-type", b"").decode("latin-1").split(";", 1)[0].strip().lower()
         encoding = _ENCODING_BY_TYPE.get(media_type)
         reply_type = PROTOBUF if encoding == "protobuf" else JSON if encoding == "json" else "text/plain"
-        tenant = receiver.auth.tenant_for(headers.get("authorization"), headers.get("x-api-key"))
+        authorization, api_key = fields.get(b"authorization"), fields.get(b"x-api-key")
+        tenant = receiver.auth.tenant_for(
+            authorization.decode("latin-1") if authorization is not None else None,
+            api_key.decode("latin-1") if api_key is not None else None,
+        )
         if tenant is None:
             receiver.count("unauthenticated")
-            self._refuse_body(
-                length,
-                keep_alive,
-                401,
-                reply_type,
-                status_response(
-                    reply_type, 401, "missing or invalid API key (Authorization: Bearer <key> or x-api-key)"
-                ),
-                {"WWW-Authenticate": "Bearer"},
+            message = "missing or invalid API key (Authorization: Bearer <key> or x-api-key)"
+            self._refuse(
+                length, 401, reply_type, status_response(reply_type, 401, message), {"WWW-Authenticate": "Bearer"}
             )
             return
-        if not length_text:
+        if length_text is None and not chunked:
             receiver.count("length_required")
-            self._reply(411, reply_type, status_response(reply_type, 411, "Content-Length required"), close=True)
+            message = "Content-Length or Transfer-Encoding: chunked required"
+            self._reply(411, reply_type, status_response(reply_type, 411, message), close=True)
             return
-        if length > receiver.max_body_bytes:
+        if length is not None and length > receiver.max_body_bytes:
             receiver.count("too_large")
             message = f"body of {length} bytes exceeds the limit of {receiver.max_body_bytes} bytes"
             self._reply(413, reply_type, status_response(reply_type, 413, message), close=True)
@@ -369,61 +384,94 @@ class _Connection(asyncio.Protocol):
         if encoding is None:
             receiver.count("unsupported_media_type")
             message = f"unsupported Content-Type {media_type!r}; use application/x-protobuf or application/json"
-            self._refuse_body(length, keep_alive, 415, "text/plain", message.encode() + b"\n")
+            self._refuse(length, 415, "text/plain", message.encode() + b"\n")
             return
-        content_encoding = headers.get("content-encoding", "").strip().lower()
+        content_encoding = fields.get(b"content-encoding", b"").decode("latin-1").strip().lower()
         if content_encoding not in SUPPORTED_ENCODINGS:
             receiver.count("unsupported_media_type")
             message = f"unsupported Content-Encoding {content_encoding!r}; use gzip, deflate or none"
-            self._refuse_body(length, keep_alive, 415, reply_type, status_response(reply_type, 415, message))
+            self._refuse(length, 415, reply_type, status_response(reply_type, 415, message))
             return
-        if receiver._stopping or not receiver.reserve(length):
-            receiver.count("overloaded")
-            self._refuse_body(
-                length,
-                keep_alive,
-                503,
-                reply_type,
-                status_response(reply_type, 503, "receiver is busy; retry later"),
-                {"Retry-After": "1"},
-            )
+        # A declared length is reserved whole, now. A chunked body is reserved as its bytes arrive: reserving
+        # max_body_bytes up front would admit only max_inflight / max_body (16 by default) chunked uploads at once
+        # though OTLP bodies are ~100 KB, throttling Node.js apps for nothing; the price is that a budget refusal
+        # may come mid-upload (answered like a 413, with a lingering close).
+        if receiver._stopping or not receiver.reserve(length or 0):
+            self._overloaded(reply_type, length)
             return
-        self.reserved = length
-        if headers.get("expect", "").lower() == "100-continue" and self.transport is not None:
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        self.pending = (length, encoding, content_encoding, tenant, keep_alive)
+        self.reserved = length or 0
+        self.upload = _Upload(encoding, content_encoding, tenant, chunked)
+        if self.http.they_are_waiting_for_100_continue:
+            self._write(self.http.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
 
-    def _refuse_body(
+    def _on_data(self, data: bytes) -> None:
+        upload = self.upload
+        if upload is None:  # the rest of a refused request's small body: dropped
+            return
+        upload.size += len(data)
+        if upload.chunked:
+            receiver = self.receiver
+            reply_type = PROTOBUF if upload.encoding == "protobuf" else JSON
+            if upload.size > receiver.max_body_bytes:
+                self.upload = None
+                receiver.count("too_large")
+                message = f"chunked body exceeds the limit of {receiver.max_body_bytes} bytes"
+                self._reply(413, reply_type, status_response(reply_type, 413, message), close=True)
+                return
+            if not receiver.reserve(len(data)):
+                self._overloaded(reply_type, None)
+                return
+            self.reserved += len(data)
+        upload.chunks.append(data)
+
+    def _on_end(self) -> None:
+        upload = self.upload
+        if upload is None:  # a refused request, already answered
+            self._next_cycle()
+            return
+        self.upload = None
+        body = b"".join(upload.chunks)  # one copy, into the immutable bytes the pool may share (h11 gives bytearrays)
+        self.busy = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.loop.create_task(self._export(body, upload.encoding, upload.content_encoding, upload.tenant))
+
+    def _overloaded(self, reply_type: str, length: int | None) -> None:
+        self.receiver.count("overloaded")
+        message = status_response(reply_type, 503, "receiver is busy; retry later")
+        self._refuse(length, 503, reply_type, message, {"Retry-After": "1"})
+
+    def _refuse(
         self,
-        length: int,
-        keep_alive: bool,
+        length: int | None,
         status: int,
         content_type: str,
         body: bytes,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Answer without using the request body: drop a small one to keep the connection, else close."""
-        close = not keep_alive or length > _DISCARD_MAX_BYTES
-        if not close and length:
-            taken = min(length, len(self.buffer))
-            del self.buffer[:taken]
-            self.discard_bytes = length - taken
+        """Answer without using the request body: read and drop a small declared one to keep the connection;
+        close (lingering) for a large or chunked one, or one the client holds back for a 100 Continue."""
+        self._release()
+        self.upload = None
+        waiting = self.http.they_are_waiting_for_100_continue
+        close = length is None or length > _DISCARD_MAX_BYTES or (waiting and length > 0)
         self._reply(status, content_type, body, headers, close=close)
 
-    async def _export(
-        self, body: bytes, encoding: BodyEncoding, content_encoding: str, tenant: str, keep_alive: bool
-    ) -> None:
+    async def _export(self, body: bytes, encoding: BodyEncoding, content_encoding: str, tenant: str) -> None:
         try:
             status, payload, headers = await self.receiver.handle_export(body, encoding, content_encoding, tenant)
+            self._release()  # before answering: a client that has its answer finds the budget free
             reply_type = PROTOBUF if encoding == "protobuf" else JSON
-            self._reply(status, reply_type, payload, headers, close=not keep_alive or self.close_after_idle)
+            self._reply(status, reply_type, payload, headers, close=self.close_after_idle)
         finally:
-            self.receiver.release(self.reserved)
-            self.reserved = 0
+            self._release()
             self.busy = False
             if not self.closing:
-                self._arm(self.receiver.idle_timeout_s)
-                self._advance()
+                if self.paused and self.transport is not None:
+                    self.paused = False
+                    self.transport.resume_reading()
+                if not self.idle:  # pipelined bytes are waiting (h11 has nothing to say otherwise)
+                    self._advance()
 
     def _reply(
         self,
@@ -433,23 +481,90 @@ class _Connection(asyncio.Protocol):
         headers: dict[str, str] | None = None,
         *,
         close: bool = False,
+        linger: bool = True,
     ) -> None:
+        if self.transport is None or self.closing:
+            return
+        fields = [(b"Content-Type", content_type.encode()), (b"Content-Length", str(len(body)).encode())]
+        fields.extend((name.encode(), value.encode("latin-1")) for name, value in (headers or {}).items())
+        if close:
+            fields.append((b"Connection", b"close"))
+        http = self.http
+        try:
+            data = http.send(h11.Response(status_code=status, headers=fields, reason=_REASONS.get(status, b"")))
+            if body and self.method != b"HEAD":
+                data += http.send(h11.Data(data=body))
+            data += http.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:
+            # No answer possible in this state (the request was already answered, e.g. a timeout while
+            # dropping a refused body): closing is all that is left.
+            self._close(linger)
+            return
+        self._write(data)
+        if http.our_state is h11.MUST_CLOSE:  # we said close, or the client did (or it speaks HTTP/1.0)
+            self._close(linger)
+        else:
+            self._next_cycle()
+
+    def _next_cycle(self) -> None:
+        """After an answer, once the request is also fully read: get ready for the next one on this connection."""
+        http = self.http
+        if http.our_state is h11.MUST_CLOSE or http.their_state is h11.MUST_CLOSE:
+            self._close()
+            return
+        if http.our_state is not h11.DONE or http.their_state is not h11.DONE:
+            return  # our answer is pending, or the rest of a refused body is still being dropped
+        http.start_next_cycle()
+        self.method = b""
+        self.idle = not http.trailing_data[0]  # pipelined bytes already here: the read timeout applies
+        if self.close_after_idle and self.idle:
+            self._close()
+            return
+        self._arm(self.receiver.idle_timeout_s if self.idle else self.receiver.read_timeout_s)
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def _close(self, linger: bool = True) -> None:
+        """Close; linger first (unless told not to) when the client is still sending a body we did not read."""
         transport = self.transport
+        self.closing = True
+        self._release()
         if transport is None or transport.is_closing():
             return
-        lines = [
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
-            f"Content-Type: {content_type}",
-            f"Content-Length: {len(body)}",
-        ]
-        for name, value in (headers or {}).items():
-            lines.append(f"{name}: {value}")
-        if close:
-            lines.append("Connection: close")
-        transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-        if close:
-            self.closing = True
+        if not linger or not self._body_pending() or not transport.can_write_eof():
             transport.close()
+            return
+        transport.write_eof()  # the answer, then FIN: the client reads it, we keep reading until it stops
+        self.linger_until = self.loop.time() + _LINGER_MAX_S
+        if self.paused:
+            self.paused = False
+            transport.resume_reading()
+        self._arm(_LINGER_QUIET_S)
+
+    def _body_pending(self) -> bool:
+        """Whether the client may still be sending a body we will not read. Drains what h11 already holds,
+        so a request whose (empty or small) body is all here is not taken for one still coming."""
+        http = self.http
+        with contextlib.suppress(h11.RemoteProtocolError):
+            while http.their_state is h11.SEND_BODY:
+                if http.next_event() is h11.NEED_DATA:
+                    return True
+        return False
+
+    def _drop_lingering(self, size: int) -> None:
+        self.linger_bytes += size
+        left_s = self.linger_until - self.loop.time()
+        if self.linger_bytes > _LINGER_MAX_BYTES or left_s <= 0:
+            self.abort()
+        else:
+            self._arm(min(_LINGER_QUIET_S, left_s))
+
+    def _release(self) -> None:
+        if self.reserved:
+            self.receiver.release(self.reserved)
+            self.reserved = 0
 
     # timers and shutdown
     def _arm(self, delay_s: float) -> None:
@@ -458,19 +573,21 @@ class _Connection(asyncio.Protocol):
         self.timer = self.loop.call_later(delay_s, self._on_timeout)
 
     def _on_timeout(self) -> None:
-        if self.busy or self.closing:
+        if self.linger_until:
+            self.abort()
+        elif self.busy or self.closing:
             return
-        if self.buffer or self.pending is not None:
-            self._reply(408, "text/plain", b"request not received in time\n", close=True)
-        elif self.transport is not None:
-            self.closing = True
-            self.transport.close()
+        elif self.idle:
+            self._close()
+        else:
+            # No lingering: a client this slow is the one to be rid of, not one to wait for.
+            self.upload = None
+            self._reply(408, "text/plain", b"request not received in time\n", close=True, linger=False)
 
     def close_when_idle(self) -> None:
         self.close_after_idle = True
-        if not self.busy and self.pending is None and not self.buffer and self.transport is not None:
-            self.closing = True
-            self.transport.close()
+        if not self.busy and self.idle:
+            self._close()
 
     def abort(self) -> None:
         if self.transport is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import threading
+import time
 import zlib
 from typing import Any
 
@@ -47,13 +49,13 @@ def rag_trace(tracer: Any) -> None:
 
 
 def protobuf_body(emit: Any = rag_trace) -> bytes:
-    return sdk_request(emit).SerializeToString()
+    return bytes(sdk_request(emit).SerializeToString())
 
 
 def status_message(response: httpx.Response) -> str:
     if response.headers["content-type"] == "application/json":
         return str(response.json()["message"])
-    return status_pb2.Status.FromString(response.content).message
+    return str(status_pb2.Status.FromString(response.content).message)
 
 
 def test_sdk_exporter_protobuf_and_gzip(http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
@@ -250,3 +252,237 @@ def test_keep_alive_and_pipelined_requests(http_receiver: HttpReceiver, consumer
             replies += chunk
     assert replies.count(b"HTTP/1.1 200 OK") == 3 and replies.endswith(b'{"status":"ok"}\n')
     assert len(consumer.requests) == 2
+
+
+# --- chunked bodies, early refusals and the lingering close ---------------------------------------------------------
+HEAD = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+CHUNKED_HEAD = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+
+
+def chunked(*parts: bytes, trailer: bytes = b"") -> bytes:
+    """A chunked body: one chunk per part (the first with a chunk extension, which must be ignored), a trailer."""
+    chunks = [b"%x%s\r\n%s\r\n" % (len(p), b";ext=1" if i == 0 else b"", p) for i, p in enumerate(parts) if p]
+    return b"".join(chunks) + b"0\r\n" + trailer + b"\r\n"
+
+
+class RawClient:
+    """A socket that reads back whole responses (the receiver always sends Content-Length)."""
+
+    def __init__(self, port: int, timeout_s: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.buffer = b""
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def response(self, *, head_only: bool = False) -> tuple[int, dict[str, str], bytes]:
+        """The next response; `head_only` for an answer to HEAD (Content-Length without a body)."""
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            assert chunk, f"connection closed before a response: {self.buffer[:200]!r}"
+            self.buffer += chunk
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+        length = 0 if head_only else int(headers.get("content-length", "0"))
+        while len(self.buffer) < length:
+            self.buffer += self.sock.recv(65536)
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(status_line.split(" ")[1]), headers, body
+
+    def closed_by_server(self, wait_s: float = 5.0) -> bool:
+        self.sock.settimeout(wait_s)
+        try:
+            return self.sock.recv(65536) == b""
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+
+
+def test_chunked_bodies_are_delivered_byte_for_byte_and_pipelined(
+    http_receiver: HttpReceiver, consumer: RecordingConsumer
+) -> None:
+    body = protobuf_body()
+    compressed = gzip.compress(body)
+    third = len(body) // 3
+    with RawClient(http_receiver.port) as client:
+        client.sock.sendall(
+            CHUNKED_HEAD
+            + chunked(body[:third], body[third : 2 * third], body[2 * third :], trailer=b"X-Checksum: 1\r\n")
+            + HEAD.replace(b"\r\nContent-Type", b"\r\nContent-Encoding: gzip\r\nContent-Type")
+            + b"Transfer-Encoding: chunked\r\n\r\n"
+            + chunked(compressed[:10], compressed[10:])
+            + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        statuses = [client.response()[0] for _ in range(3)]
+        assert client.closed_by_server()
+    assert statuses == [200, 200, 200]
+    assert [request[1] for request in consumer.requests] == [body, body]  # the gzip one decompressed
+    # httpx sends a body given as an iterator chunked, as the OpenTelemetry JS exporters do.
+    with httpx.Client() as http:
+        response = http.post(
+            f"{http_receiver.endpoint}/v1/traces", content=iter([body[:100], body[100:]]), headers=PROTOBUF
+        )
+    assert response.status_code == 200 and consumer.requests[-1][1] == body
+    assert http_receiver.counters.get("ragmon_receiver_requests_total", transport="http", outcome="ok") == 3
+
+
+def test_chunked_body_over_the_limit_is_refused_while_the_client_still_sends(http_receiver: HttpReceiver) -> None:
+    piece = bytes(64 * 1024)
+    over = http_receiver.max_body_bytes // len(piece) + 1
+    with RawClient(http_receiver.port) as client:
+        client.sock.sendall(CHUNKED_HEAD + b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(over)))
+        status, headers, body = client.response()  # no last chunk sent: the answer cannot wait for it
+        assert status == 413 and headers["connection"] == "close"
+        assert "exceeds the limit" in status_pb2.Status.FromString(body).message
+        client.sock.sendall(piece * 32)  # the server keeps reading and dropping: no reset while we send
+        assert client.closed_by_server()
+    assert http_receiver.counters.get("ragmon_receiver_requests_total", transport="http", outcome="too_large") == 1
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_64_mib_upload_gets_413_not_a_connection_error(consumer: RecordingConsumer, framing: str) -> None:
+    """Closing at once over unread bytes makes the kernel reset the connection, and exporters retry a reset as
+    transient; the lingering close lets the client finish sending and read the 413. The raw socket sends the
+    whole body before reading, as a client that does not watch for an early answer does (httpx copes with a reset
+    by reading the answer anyway; plain sockets, and Node.js, see the reset)."""
+    body = bytes(64 * 1024 * 1024)
+    with HttpReceiver(consumer, port=0, max_body_bytes=16 * 1024 * 1024) as receiver:
+        if framing == "content-length":
+            raw = HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        else:
+            piece = body[: 1024 * 1024]
+            raw = CHUNKED_HEAD + b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for _ in range(64)) + b"0\r\n\r\n"
+        with RawClient(receiver.port, timeout_s=30) as client:
+            client.sock.sendall(raw)
+            assert client.response()[0] == 413
+            assert client.closed_by_server()
+        pieces = (body[at : at + 1024 * 1024] for at in range(0, len(body), 1024 * 1024))
+        content = body if framing == "content-length" else pieces
+        response = httpx.post(f"{receiver.endpoint}/v1/traces", content=content, headers=PROTOBUF, timeout=30)
+        assert response.status_code == 413
+        assert receiver.counters.get("ragmon_receiver_requests_total", transport="http", outcome="too_large") == 2
+    assert consumer.calls == 0
+
+
+def test_the_lingering_close_is_bounded(http_receiver: HttpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collectors import http_receiver as module
+
+    monkeypatch.setattr(module, "_LINGER_QUIET_S", 0.3)
+    monkeypatch.setattr(module, "_LINGER_MAX_BYTES", 1024 * 1024)
+    refused = HEAD + b"Content-Length: 999999999\r\n\r\n"
+    with RawClient(http_receiver.port) as silent, RawClient(http_receiver.port) as endless:
+        silent.sock.sendall(refused)
+        endless.sock.sendall(refused)
+        assert silent.response()[0] == 413 and endless.response()[0] == 413
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):  # dropped past the byte cap, then reset
+            for _ in range(1024):  # up to 64 MiB: what the kernel buffers on both sides, the RST comes after
+                endless.sock.sendall(bytes(64 * 1024))
+        deadline = time.monotonic() + 3.0  # the silent one is closed after the quiet time
+        while http_receiver._connections and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not http_receiver._connections
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (HEAD + b"\r\n", 411),  # neither Content-Length nor chunked
+        (HEAD + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),  # smuggling pattern
+        (HEAD + b"Transfer-Encoding: gzip\r\n\r\n", 501),
+        (CHUNKED_HEAD + b"zz\r\nabc\r\n0\r\n\r\n", 400),  # not a chunk size
+        (CHUNKED_HEAD + b"3\r\nabcX\r\n0\r\n\r\n", 400),  # chunk longer than its size
+        (b"POST /v1/traces HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400),  # HTTP/1.1 without Host
+    ],
+    ids=["no-framing", "length-and-chunked", "unknown-coding", "bad-chunk-size", "bad-chunk-end", "no-host"],
+)
+def test_framing_errors_are_answered_and_close(http_receiver: HttpReceiver, raw: bytes, status: int) -> None:
+    with RawClient(http_receiver.port) as client:
+        client.sock.sendall(raw)
+        assert client.response()[0] == status
+        assert client.closed_by_server()
+    assert httpx.get(f"{http_receiver.endpoint}/health").status_code == 200
+
+
+def test_expect_100_continue(keyed_http_receiver: HttpReceiver, consumer: RecordingConsumer) -> None:
+    body = protobuf_body()
+    key = f"x-api-key: {API_KEYS['acme']}\r\nExpect: 100-continue\r\n".encode()
+    with RawClient(keyed_http_receiver.port) as client:
+        client.sock.sendall(HEAD + key + b"Content-Length: %d\r\n\r\n" % len(body))
+        assert client.response()[0] == 100  # only now is the body sent
+        client.sock.sendall(body)
+        assert client.response()[0] == 200
+        client.sock.sendall(HEAD + key + b"Transfer-Encoding: chunked\r\n\r\n")
+        assert client.response()[0] == 100
+        client.sock.sendall(chunked(body))
+        assert client.response()[0] == 200
+    with RawClient(keyed_http_receiver.port) as client:
+        client.sock.sendall(HEAD + b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert client.response()[0] == 401  # refused without asking for the body, and closed
+        assert client.closed_by_server()
+    assert [request[1] for request in consumer.requests] == [body, body]
+
+
+class GatedConsumer:
+    """Holds every consume() until `gate` is set, so the body stays in flight."""
+
+    def __init__(self, inner: RecordingConsumer) -> None:
+        self.inner = inner
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def consume(self, tenant: str, body: bytes, spans: int) -> None:
+        self.entered.set()
+        self.gate.wait(10)
+        self.inner.consume(tenant, body, spans)
+
+
+def released(receiver: HttpReceiver, within_s: float = 2.0) -> bool:
+    """Whether the in-flight budget is back to 0 (the loop releases it just after writing the answer)."""
+    deadline = time.monotonic() + within_s
+    while receiver._inflight_bytes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return receiver._inflight_bytes == 0
+
+
+def test_chunked_bytes_count_against_the_inflight_budget(consumer: RecordingConsumer) -> None:
+    gated = GatedConsumer(consumer)
+    body = protobuf_body()
+    with HttpReceiver(gated, port=0, max_inflight_bytes=len(body) + 1000) as receiver:
+        held = RawClient(receiver.port)
+        held.sock.sendall(HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert gated.entered.wait(5)
+        with RawClient(receiver.port) as client:
+            client.sock.sendall(CHUNKED_HEAD + b"%x\r\n%s\r\n" % (2000, bytes(2000)))  # over what is left
+            status, headers, _ = client.response()
+            assert status == 503 and headers["retry-after"] == "1"
+            assert client.closed_by_server()
+        gated.gate.set()
+        assert held.response()[0] == 200
+        held.sock.close()
+        assert released(receiver)  # every reservation, the refused chunked one's too
+        response = httpx.post(f"{receiver.endpoint}/v1/traces", content=iter([body]), headers=PROTOBUF)
+        assert response.status_code == 200 and released(receiver)
+    assert receiver.counters.get("ragmon_receiver_requests_total", transport="http", outcome="overloaded") == 1
+    assert len(consumer.requests) == 2
+
+
+def test_a_slow_chunked_body_times_out(consumer: RecordingConsumer) -> None:
+    with HttpReceiver(consumer, port=0, read_timeout_s=0.5) as receiver, RawClient(receiver.port) as client:
+        client.sock.sendall(CHUNKED_HEAD + b"4\r\nabcd\r\n")  # and then nothing
+        assert client.response()[0] == 408
+        assert client.closed_by_server()
+        assert released(receiver)
+    assert consumer.calls == 0
+
+
+def test_head_carries_the_get_headers_without_a_body(http_receiver: HttpReceiver) -> None:
+    with RawClient(http_receiver.port) as client:
+        client.sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, headers, body = client.response(head_only=True)
+        assert status == 200 and body == b"" and headers["content-length"] == str(len(b'{"status":"ok"}\n'))
+        assert client.response() == (200, headers, b'{"status":"ok"}\n')  # so the next answer is read right

@@ -323,24 +323,39 @@ def test_declared_oversized_length_is_refused_before_the_body(fuzz_http: HttpRec
     _still_serving(fuzz_http, recorder)
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b"GARBAGE\r\n\r\n",
-        b"POST /v1/traces HTTP/2.0\r\n\r\n",
-        b"POST /v1/traces HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
-        b"POST /v1/traces HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
-        b"POST /v1/traces HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        b"POST /v1/traces HTTP/1.1\r\n bad header\r\n\r\n",
-        b"POST /v1/traces HTTP/1.1\r\nX: " + b"a" * (70 * 1024),
-    ],
-    ids=["garbage", "http2", "negative-length", "conflicting-length", "chunked", "bad-header", "huge-head"],
+CHUNKED_HEAD = (
+    b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nTransfer-Encoding: chunked\r\n"
 )
-def test_malformed_heads(fuzz_http: HttpReceiver, recorder: Recorder, raw: bytes) -> None:
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/2.0\r\n\r\n", 505),
+        (b"POST /v1/traces HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n", 411),
+        (CHUNKED_HEAD + b"\r\nzz\r\nabc\r\n0\r\n\r\n", 400),
+        (CHUNKED_HEAD + b"\r\n3\r\nabcdef\r\n0\r\n\r\n", 400),
+        (CHUNKED_HEAD + b"Content-Length: 3\r\n\r\n0\r\n\r\n", 400),
+        (CHUNKED_HEAD.replace(b"chunked", b"gzip") + b"\r\n", 501),
+        (b"POST /v1/traces HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/1.1\r\n bad header\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/1.1\r\nX: " + b"a" * (70 * 1024), 431),
+    ],
+    ids=[
+        "garbage", "http2", "negative-length", "conflicting-length", "no-length-nor-chunked", "bad-chunk-size",
+        "chunk-longer-than-its-size", "chunked-and-length", "unknown-transfer-coding", "no-host", "bad-header",
+        "huge-head",
+    ],
+)  # fmt: skip
+def test_malformed_heads(fuzz_http: HttpReceiver, recorder: Recorder, raw: bytes, expected: int) -> None:
     answer = raw_exchange(fuzz_http.port, raw)
     status = int(answer.split(b" ", 2)[1])
     TALLY.record(status, fault=True)
-    assert status in (400, 411, 431, 505), answer[:200]
+    assert status == expected, answer[:200]
+    assert b"Connection: close" in answer.split(b"\r\n\r\n", 1)[0], answer[:200]
     _still_serving(fuzz_http, recorder)
 
 

@@ -539,29 +539,33 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
     ]
 
 
+def _added_columns(
+    ddl: Ddl, table: str, added: tuple[tuple[str, str], ...], columns: tuple[tuple[str, str], ...]
+) -> list[str]:
+    """ALTERs that add `added` to `table`, each after the column it follows in `columns` (the table's full column
+    list), so an upgraded table has the column order of a fresh one. IF NOT EXISTS: no-ops where they are."""
+    names = [name for name, _ in columns]
+    return [
+        statement
+        for name, ch_type in added
+        for statement in ddl.alter_columns(
+            table, f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {names[names.index(name) - 1]}"
+        )
+    ]
+
+
 def _v3(ddl: Ddl) -> list[str]:
     """The scores columns v1 lacked (a fresh store has them from v1, so these are no-ops there). Additive: older
     rows read the defaults — no flags, no claim evidence, an unknown inclusion probability (NULL)."""
-    previous = SCORE_COLUMNS[SCORE_COLUMNS.index(SCORE_COLUMNS_V3[0]) - 1][0]
-    statements = []
-    for name, ch_type in SCORE_COLUMNS_V3:
-        statements += ddl.alter_columns("scores", f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {previous}")
-        previous = name
-    return statements
+    return _added_columns(ddl, "scores", SCORE_COLUMNS_V3, SCORE_COLUMNS)
 
 
 def _v4(ddl: Ddl) -> list[str]:
     """The content model's payload columns and the score's context source (no-ops on a store created at v4)."""
-    statements: list[str] = []
-    for table, columns, full in (
-        ("payloads", PAYLOAD_COLUMNS_V4, PAYLOAD_COLUMNS),
-        ("scores", SCORE_COLUMNS_V4, SCORE_COLUMNS),
-    ):
-        names = [name for name, _ in full]
-        for name, ch_type in columns:
-            previous = names[names.index(name) - 1]
-            statements += ddl.alter_columns(table, f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {previous}")
-    return statements
+    return [
+        *_added_columns(ddl, "payloads", PAYLOAD_COLUMNS_V4, PAYLOAD_COLUMNS),
+        *_added_columns(ddl, "scores", SCORE_COLUMNS_V4, SCORE_COLUMNS),
+    ]
 
 
 @dataclass(frozen=True, slots=True)

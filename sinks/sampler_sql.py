@@ -65,6 +65,12 @@ LEFT JOIN (
 ORDER BY tenant, trace_id"""
 
 
+def _prompt_context(messages: str, question: str) -> str:
+    """The prompt messages (Array((role, text))) a judge checks an answer against when the trace retrieved
+    nothing: those with text, less the user message that is the question itself."""
+    return f"arrayFilter(m -> m.2 != '' AND NOT (m.1 = 'user' AND m.2 = {question}), {messages})"
+
+
 PAYLOAD_INSERT_COLUMNS = (
     "tenant",
     "trace_id",
@@ -176,8 +182,7 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
             range(1, greatest(length(ids), length(texts)) + 1)) AS passages,
         arrayMap(t -> (t.2, t.3, t.4), p.tools) AS tool_calls,
         p.prompt_messages AS messages,
-        multiIf(notEmpty(passages), 'passages',
-            arrayExists(m -> m.2 != '' AND NOT (m.1 = 'user' AND m.2 = question), messages), 'prompt', '')
+        multiIf(notEmpty(passages), 'passages', notEmpty({_prompt_context("messages", "question")}), 'prompt', '')
             AS context_source,
         arrayFilter(e -> NOT (
             (e.3 = 'ragmon.question' AND e.4 = question)
@@ -212,8 +217,7 @@ def payloads_for_judging_sql(ddl: Ddl) -> str:
     return f"""
 SELECT trace_id, feature, question, answer,
     -- without retrieved passages the judge's context is the answering call's prompt, less the question itself
-    if(context_source = 'prompt',
-        arrayMap(m -> m.2, arrayFilter(m -> m.2 != '' AND NOT (m.1 = 'user' AND m.2 = question), messages)),
+    if(context_source = 'prompt', arrayMap(m -> m.2, {_prompt_context("messages", "question")}),
         arrayMap(p -> tupleElement(p, 'text'), passages)) AS passage_texts,
     context_source, sampling_reason, inclusion_probability
 FROM {ddl.table("payloads")} FINAL

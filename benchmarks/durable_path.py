@@ -103,14 +103,7 @@ def _open(engine_dir: Path) -> Any:
     from sinks import open_store
 
     store = open_store(engine_dir, database=f"durable_{uuid.uuid4().hex[:8]}")
-    store.install_otlp_ingest(
-        sql.PROTO_SCHEMA,
-        sql.PROTO_MESSAGE,
-        sql.INPUT_COLUMNS,
-        sql.normalise_select,
-        sql.spans_select,
-        sql.content_select,
-    )
+    sql.install(store)
     return store
 
 

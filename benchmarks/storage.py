@@ -117,14 +117,7 @@ def top_columns(store: Store, limit: int = 6) -> list[dict[str, Any]]:
 def one_run(data_dir: Path, run: int, traces: int, keep_rate: float) -> dict[str, float]:
     store = open_store(data_dir, database=f"storage_{run}_{int(time.time())}")
     try:
-        store.install_otlp_ingest(
-            otlp_sql.PROTO_SCHEMA,
-            otlp_sql.PROTO_MESSAGE,
-            otlp_sql.INPUT_COLUMNS,
-            otlp_sql.normalise_select,
-            otlp_sql.spans_select,
-            otlp_sql.content_select,
-        )
+        otlp_sql.install(store)
         started = time.perf_counter()
         spans, cpu_us = store_traffic(store, traces, seed=run + 1)
         kept = keep(store, keep_rate, seed=run + 1)

@@ -92,14 +92,7 @@ def _install_real_sql(store: Store, redaction_mode: str = "on") -> object:
     from collectors import otlp_sql
 
     redaction = _redaction(redaction_mode)
-    store.install_otlp_ingest(
-        otlp_sql.PROTO_SCHEMA,
-        otlp_sql.PROTO_MESSAGE,
-        otlp_sql.INPUT_COLUMNS,
-        otlp_sql.normalise_select(store.otlp_input_table, redaction=redaction),
-        otlp_sql.spans_select,
-        otlp_sql.content_select,
-    )
+    otlp_sql.install(store, redaction=redaction)
     return otlp_sql
 
 

@@ -115,14 +115,7 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
     out["retention_already_aligned"] = True
     # The agent's ingest path, unchanged: otlp_in (Null), the normalising view and the views behind it, which
     # write into `spans` and `span_content` — the Distributed tables.
-    store.install_otlp_ingest(
-        otlp_sql.PROTO_SCHEMA,
-        otlp_sql.PROTO_MESSAGE,
-        otlp_sql.INPUT_COLUMNS,
-        otlp_sql.normalise_select,
-        otlp_sql.spans_select,
-        otlp_sql.content_select,
-    )
+    otlp_sql.install(store)
     traces = otlp_traces(40, seed=8)
     bodies = [traces[i : i + 50] for i in range(0, len(traces), 50)]
     envelopes = [otlp_sql.seal(encode_otlp_request(body), "acme", seq) for seq, body in enumerate(bodies)]

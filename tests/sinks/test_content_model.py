@@ -193,14 +193,7 @@ def _genai_client_only(n: int, *, failed: bool = False) -> Trace:
 
 @pytest.fixture
 def real_store(chdb_store: Store) -> Store:
-    chdb_store.install_otlp_ingest(
-        otlp_sql.PROTO_SCHEMA,
-        otlp_sql.PROTO_MESSAGE,
-        otlp_sql.INPUT_COLUMNS,
-        otlp_sql.normalise_select,
-        otlp_sql.spans_select,
-        otlp_sql.content_select,
-    )
+    otlp_sql.install(chdb_store)
     return chdb_store
 
 

@@ -136,14 +136,7 @@ def make_store(chdb_engine_dir: Path) -> Iterator[Callable[..., Store]]:
 
 def install(store: Store, redaction: Redaction) -> None:
     redaction.check(store.query)
-    store.install_otlp_ingest(
-        otlp_sql.PROTO_SCHEMA,
-        otlp_sql.PROTO_MESSAGE,
-        otlp_sql.INPUT_COLUMNS,
-        otlp_sql.normalise_select(store.otlp_input_table, redaction=redaction),
-        otlp_sql.spans_select,
-        otlp_sql.content_select,
-    )
+    otlp_sql.install(store, redaction=redaction)
 
 
 def store_trace(store: Store, body: bytes, trace_id: str, seq: int = 1) -> None:

@@ -344,14 +344,7 @@ def test_recent_p95_ignores_spans_stamped_in_the_future(store: Store) -> None:
 
 def test_real_collectors_sql_if_present(store: Store) -> None:
     otlp_sql = pytest.importorskip("collectors.otlp_sql")
-    store.install_otlp_ingest(
-        otlp_sql.PROTO_SCHEMA,
-        otlp_sql.PROTO_MESSAGE,
-        otlp_sql.INPUT_COLUMNS,
-        otlp_sql.normalise_select,
-        otlp_sql.spans_select,
-        otlp_sql.content_select,
-    )
+    otlp_sql.install(store)
     body = fx.encode_request(rag_trace(0))
     store.insert_otlp([otlp_sql.seal(body, "acme", 7)], dedup_token="real")
     store.insert_otlp([otlp_sql.seal(body, "acme", 7)], dedup_token="real")

@@ -203,22 +203,26 @@ def span_text_columns() -> list[str]:
     """SELECT-list items over a `span_content` row: the per-span roles of the module docstring, each named."""
     texts = _get(A.RAGMON_DOCUMENT_TEXTS)
     output_docs = "output_docs"
+    # Each role is parsed only on the spans the per-trace pass reads it from (`copy_payloads_sql`): messages on
+    # generate spans, inputs and outputs on chains and retrievers, documents on retrievers and rerankers.
+    generate = "stage = 'generate'"
+    io_stage = "stage IN ('request', 'other', 'search', 'rerank')"
     retrieval_stage = "stage IN ('search', 'rerank')"
     return [
-        f"{_in_messages()} AS in_messages",
-        f"{_out_text()} AS out_text",
-        f"{_io_text(A.OI_INPUT_VALUE, 'traceloop.entity.input', QUESTION_KEYS)} AS io_in",
-        f"{_io_text(A.OI_OUTPUT_VALUE, 'traceloop.entity.output', ANSWER_KEYS)} AS io_out",
+        f"if({generate}, {_in_messages()}, []) AS in_messages",
+        f"if({generate}, {_out_text()}, '') AS out_text",
+        f"if({io_stage}, {_io_text(A.OI_INPUT_VALUE, 'traceloop.entity.input', QUESTION_KEYS)}, '') AS io_in",
+        f"if({io_stage}, {_io_text(A.OI_OUTPUT_VALUE, 'traceloop.entity.output', ANSWER_KEYS)}, '') AS io_out",
         f"{_first_text(_get(A.GEN_AI_RETRIEVAL_QUERY_TEXT), _get(A.OI_RERANKER_QUERY))} AS query_text",
         f"if({retrieval_stage}, {_output_documents()}, []) AS {output_docs}",
-        "CAST("
+        f"if({retrieval_stage}, CAST("
         + _first_array(
             f"if(isValidJSON({texts}), JSONExtract({texts}, 'Array(String)'), [])",
             f"if(stage = 'rerank', {_flattened_document_texts(A.OI_RERANKER_OUTPUT_DOCUMENTS + '.')}, [])",
             _flattened_document_texts(A.OI_RETRIEVAL_DOCUMENTS + "."),
             f"arrayMap(d -> {_DOC_TEXT}, {output_docs})",
         )
-        + ", 'Array(String)') AS doc_texts",
+        + ", 'Array(String)'), []) AS doc_texts",
         f"if(notEmpty(retrieved_ids), retrieved_ids, arrayMap(d -> {_DOC_ID}, {output_docs})) AS doc_ids",
         # scores only when every document has one (LangChain documents carry none: no made-up zeros)
         f"if(notEmpty(retrieved_ids), retrieved_scores, if(arrayAll(d -> JSONHas(d, 'score'), {output_docs}), "

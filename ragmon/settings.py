@@ -20,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 ENV_PREFIX = "RAGMON_"
 NESTED_DELIMITER = "__"
 
-_CONTENT_ON_SPAN_MODES = ("span_only", "span_and_event")
 _TRUE = {"1", "true", "yes", "on"}
+# OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: a boolean in older GenAI instrumentations, a mode in newer ones
+# (span_only, span_and_event, event_only, no_content); ragmon's text goes on spans, so the modes that write there
+_CAPTURE_ON = _TRUE | {"span_only", "span_and_event"}
 
 
 class _Section(BaseModel):
@@ -150,9 +152,7 @@ def _otel_values(env: Mapping[str, str]) -> dict[str, Any]:
         tree["sdk"]["service_name"] = service
     capture = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
     if capture is not None:
-        # a boolean in older GenAI instrumentations; a mode in newer ones (span_only, span_and_event,
-        # event_only, no_content): ragmon's text goes on spans, so a mode that writes to spans turns it on
-        tree["sdk"]["capture_content"] = capture.strip().lower() in (*_TRUE, *_CONTENT_ON_SPAN_MODES)
+        tree["sdk"]["capture_content"] = capture.strip().lower() in _CAPTURE_ON
     traces_endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     base_endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if traces_endpoint:

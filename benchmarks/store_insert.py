@@ -6,16 +6,18 @@
 OTLP path (the product path since normalisation moved into SQL): pre-encoded request bodies of 100 traces × 5
 spans (the SDK's attribute names, captured question/passages/answer), sealed into envelopes and stored with one
 `Store.insert_otlp` per batch of `--otlp-bodies` bodies through `collectors.otlp_sql`'s views → `spans`,
-`span_content` → `spans_1m` → `spans_1h`; measured through chDB and through the loopback HTTP endpoint.
+`span_content`; measured through chDB and through the loopback HTTP endpoint. (Since store v5 the rollups are
+not on the insert path: the agent rolls a range up after sampling, `Store.roll_up`.)
 `--redaction` sets the views' PII redaction (`collectors.sql_redaction`; the agent's default is on); `compare`
 stores the same batches with redaction off and on, in two databases, alternating which goes first, and prints
 wall and CPU (all threads: the engine runs in-process) per span side by side with their ratio.
 
-Insert methods (each into the real schema, with the per-minute materialised view attached):
+Insert methods (each into the real schema):
 - `store.insert_spans` (chDB): SpanBatch lists → Arrow → ArrowStream, plus the dedup token — the product path;
 - the same split into its two halves: conversion only, and the engine alone on pre-encoded Arrow;
 - `store.insert_spans` over clickhouse-connect to the loopback ClickHouse-HTTP endpoint.
-The fill uses INSERT … SELECT from numbers() (the engine generates rows; it measures the report, not Python).
+The fill uses INSERT … SELECT from numbers() (the engine generates rows; it measures the report, not Python),
+each chunk rolled up after it is stored.
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def bench_otlp(data_dir: str, bodies: int, repeats: int, redaction_mode: str = "
 
 FILL_SQL = """
 INSERT INTO {spans} (tenant, trace_id, span_id, parent_span_id, name, stage, feature, service, start_time,
-    duration_ms, status, model, input_tokens, output_tokens, cost_usd, ttft_ms)
+    duration_ms, status, model, input_tokens, output_tokens, cost_usd, ttft_ms, ingest_seq)
 SELECT
     ['acme', 'globex'][number % 2 + 1],
     lower(hex(cityHash64(number DIV 5))) || lower(hex(number DIV 5)),
@@ -184,7 +186,8 @@ SELECT
     if(number % 5 = 4, 500 + rand() % 2000, 0),
     if(number % 5 = 4, 20 + rand() % 500, 0),
     if(number % 5 = 4, 0.0005, NULL),
-    if(number % 5 = 4, toFloat32(exp(4 + randNormal(0, 0.4))), NULL)
+    if(number % 5 = 4, toFloat32(exp(4 + randNormal(0, 0.4))), NULL),
+    {seq}
 FROM numbers({start}, {count})
 SETTINGS optimize_on_insert = 0
 """
@@ -198,13 +201,15 @@ def bench_report(data_dir: str, fill_rows: int, repeats: int) -> None:
     for start in range(0, fill_rows, step):
         # In time order, as traffic arrives: each chunk covers its own slice of the 24 hours.
         count = min(step, fill_rows - start)
-        store.backend.execute(FILL_SQL.format(spans=spans, start=start, count=count, total=fill_rows))
+        seq = start // step + 1
+        store.backend.execute(FILL_SQL.format(spans=spans, start=start, count=count, total=fill_rows, seq=seq))
+        store.roll_up(seq, seq)  # as the agent does once the sampler has decided the chunk's traces
     fill_s = time.perf_counter() - started
     stored = store.query(f"SELECT count() AS n FROM {spans}")[0]["n"]
     rollup = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans_1m')}")[0]["n"]
     hours = store.query(f"SELECT count() AS n FROM {store._ddl.table('spans_1h')}")[0]["n"]
     print(
-        f"report: {stored:,} spans stored in {fill_s:.1f} s (engine-side fill),"
+        f"report: {stored:,} spans stored and rolled up in {fill_s:.1f} s (engine-side fill),"
         f" {rollup:,} minute rows, {hours:,} hour rows"
     )
     for state in ("as filled", "after OPTIMIZE FINAL (what background merges converge to)"):

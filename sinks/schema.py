@@ -16,9 +16,10 @@ trace's spans, its captured text, its payload and its scores live on one shard �
 duplicate on the same ReplacingMergeTree and collapses there (per-trace reads can be pruned to one shard with
 `optimize_skip_unused_shards`).
 Alerts shard by `cityHash64(alert_id)` (deterministic, so a re-sent alert row collapses too); the rollups by
-their grouping key. The rollup views are *local*: `spans_1m_mv` is attached to `spans_local` on each shard and
-writes `spans_1m_local`, `spans_1h_mv` reads `spans_1m_local` and writes `spans_1h_local` — an insert through the
-`Distributed` `spans` lands on a shard's `spans_local`, whose views fire there. Each shard thus holds partial
+their grouping key. The agent's minute rollup (`rollup_sql.py`) reads a range's traces through the `Distributed`
+`spans` (a trace is whole on one shard, so its subquery runs shard-local: `distributed_product_mode = 'local'`) and
+writes through the `Distributed` `spans_1m`; the hourly view is *local*: `spans_1h_mv` reads `spans_1m_local` and
+writes `spans_1h_local`, firing on the shard a minute row lands on. Each shard thus holds partial
 aggregate states; the `Distributed` `spans_1m`/`spans_1h` merge them at read time (the report merges states
 anyway, and DDSketch merges are lossless), so the report is exact across shards. `schema_migrations` is the one
 table without a shard: a single replica set spanning every node (no `{shard}` in its path), so an agent on any
@@ -38,11 +39,14 @@ with a window, drops it again. As a backstop for re-sends that are *not* the sam
 tables are `ReplacingMergeTree` keyed so duplicates of a span collapse on merge (or at once with `FINAL`); the
 per-minute rollups can only be protected by the token, which is why the token derives from the batch content.
 The same holds for the OTLP path (`otlp_ingest.py`): its `otlp_in` table is `ENGINE = Null` (it stores nothing and
-keeps no dedup log), and the token is honoured by each target behind it — `spans`, `span_content`, `spans_1m` and,
-one view further, `spans_1h` (measured on 26.9: a re-sent block is dropped at every level of the chain).
+keeps no dedup log), and the token is honoured by each target behind it — `spans`, `span_content` (measured on
+26.9: a re-sent block is dropped at every level of a view chain). The minute rollup has a token of its own: the
+agent's range (`rollup_sql.py`), honoured by `spans_1m` and, one view further, `spans_1h`.
 
-Rollups. `spans_1m` (per minute, fed from `spans`) and `spans_1h` (per hour, fed from `spans_1m` by merging its
-states, so the hot insert path pays for one view over spans; the hourly view sees a few hundred rows per insert).
+Rollups. `spans_1m` (per minute; from v5 fed by the agent once the sampler has decided a range's traces, so a
+span nested in a span of its own stage is not a second call: `rollup_sql.py`; v1–v4 fed it by a view on every
+inserted span) and `spans_1h` (per hour, fed from `spans_1m` by merging its states; the hourly view sees a few
+hundred rows per insert). The figures below for "the rollups" on the insert path were measured with v1's view.
 The report reads whole hours from `spans_1h` and the edge minutes from `spans_1m` (`queries.py`). Both are ordered
 time first (`ROLLUP_ORDER`). Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
 
@@ -74,7 +78,7 @@ from dataclasses import dataclass
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from sinks.backend import quote_string
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -237,7 +241,6 @@ TENANT_TABLES = (
     "scores",
     "alerts",
     ROLLUP_TABLE,
-    f"{ROLLUP_TABLE}_mv",
     HOUR_ROLLUP_TABLE,
     f"{HOUR_ROLLUP_TABLE}_mv",
     # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
@@ -568,6 +571,13 @@ def _v4(ddl: Ddl) -> list[str]:
     ]
 
 
+def _v5(ddl: Ddl) -> list[str]:
+    """The minute rollup is fed by the agent once a range's traces are decided (`sinks/rollup_sql.py`: one call per
+    nested run of a stage), no longer by a view on every inserted span. Spans stored before this ran were counted
+    by the view; the agent starts rolling up after the last of them (`ragmon.agent.rollups`)."""
+    return [f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"]
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -583,6 +593,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(2, "ingest_seq, span_content, sampling_reasons, hourly rollup", tuple(_v2(ddl, retention))),
         Migration(3, "scores: flags, judge calls, per-claim flags and support, sampling weight", tuple(_v3(ddl))),
         Migration(4, "payloads: prompt messages, context source; scores: context source", tuple(_v4(ddl))),
+        Migration(5, "minute rollup fed by the agent after sampling (one call per nested run)", tuple(_v5(ddl))),
     ]
 
 

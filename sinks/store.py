@@ -37,6 +37,7 @@ from sinks.backend import Backend
 from sinks.errors import PartlyStored, StoreError
 from sinks.quality import assemble_quality, quality_sql
 from sinks.queries import assemble_report, report_sql, tenant_filter_settings
+from sinks.rollup_sql import rollup_sql
 from sinks.sampler_sql import (
     copy_payloads_sql,
     kept_count_sql,
@@ -66,8 +67,8 @@ INSERT_SETTINGS: dict[str, int] = {
     "insert_deduplicate": 1,
     "deduplicate_blocks_in_dependent_materialized_views": 1,
     "optimize_on_insert": 0,
-    # The normalised OTLP rows feed two views (spans, span_content) and spans feeds the rollups: run them side
-    # by side on both cores instead of one after the other.
+    # The normalised OTLP rows feed two views (spans, span_content): run them side by side on both cores instead
+    # of one after the other.
     "parallel_view_processing": 1,
     # Every INSERT plans the normalising views again (~150 ms of CPU, paid per insert whatever its size): merging
     # their expression steps into one is a sixth of that and made the views no faster to run (scratch A/B, 14
@@ -349,6 +350,15 @@ class Store:
             row["root_seen"] = bool(row["root_seen"])
             row["stage_max_ms"] = dict(row["stage_max_ms"] or ())
         return rows
+
+    def roll_up(self, seq_from: int, seq_to: int, dedup_token: str | None = None) -> None:
+        """Add the spans with ingest_seq in [seq_from, seq_to] to the minute rollup (and through it the hourly
+        one), one call per nested run of a stage (`rollup_sql.py`). Roll a range up once, after its traces are
+        whole: the agent does it when the sampler has decided them; a re-run with the same token is dropped."""
+        token = dedup_token or f"rollup:{int(seq_from)}-{int(seq_to)}"
+        # a trace is whole on one shard: the subquery that finds the range's traces runs shard by shard
+        settings = {**INSERT_SETTINGS, "insert_deduplication_token": token, "distributed_product_mode": "local"}
+        self.backend.execute(rollup_sql(self._ddl), {"seq_from": int(seq_from), "seq_to": int(seq_to)}, settings)
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> None:
         """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their

@@ -127,6 +127,10 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
         counts[table] = scalar(f"SELECT count() FROM {db}.`{table}`")
     store.insert_otlp(envelopes, "batch-1")  # a re-sent batch: its token reaches the local tables
     counts["spans_after_resend"] = scalar(f"SELECT count() FROM {db}.spans")
+    # The agent's roll-up of the range (once the sampler has decided it): reads through the Distributed `spans`,
+    # writes through the Distributed `spans_1m`; rolled up again with its token (a crash), it is dropped.
+    store.roll_up(0, len(envelopes) - 1, "rollup-1")
+    store.roll_up(0, len(envelopes) - 1, "rollup-1")
     counts["spans_1m_local_spans"] = scalar(f"SELECT sum(spans) FROM {db}.spans_1m_local")
     counts["spans_1h_local_spans"] = scalar(f"SELECT sum(spans) FROM {db}.spans_1h_local")
     out["counts"] = counts

@@ -96,8 +96,11 @@ class World:
             error_rate=0.05,
         )
         assert max(batch.start_time) < self.end_s * 10**9
-        for part in range(3):  # three inserts: minute states merge across parts as well as across minutes
-            store.insert_spans(batch.take(list(range(part, len(batch), 3))))
+        for part in range(3):  # three inserts and roll-ups: minute states merge across parts and minutes
+            rows = batch.take(list(range(part, len(batch), 3)))
+            rows.ingest_seq = [part + 1] * len(rows)
+            store.insert_spans(rows)
+            store.roll_up(part + 1, part + 1)
         self.observations = _observations(batch)
         self.memory = InMemorySignalSource(self.observations)
         self.store_source = StoreSignalSource(store)

@@ -119,6 +119,8 @@ def _counts(store: Store) -> dict[str, int]:
 def test_envelopes_become_spans_content_and_rollups(store: Store) -> None:
     _install(store)
     store.insert_otlp(envelopes([rag_trace(0), rag_trace(1, error=True)], seq0=10), dedup_token="wal:10-11")
+    assert _counts(store) == {"spans": 12, "span_content": 10, "spans_1m": 0, "spans_1h": 0}  # not rolled up yet
+    store.roll_up(10, 11)  # what the agent does once the sampler has decided the range's traces
     assert _counts(store) == {"spans": 12, "span_content": 10, "spans_1m": 12, "spans_1h": 12}
     db = store.topology.database
     root = store.query(
@@ -139,9 +141,12 @@ def test_resent_batch_is_invisible_everywhere(store: Store) -> None:
     _install(store)
     batch = envelopes([rag_trace(i) for i in range(5)], seq0=100)
     store.insert_otlp(batch, dedup_token="wal:100-104")
+    store.roll_up(100, 104, "rollup:100-104")
     before = (_counts(store), store.report(3600))
+    assert before[0]["spans_1m"] == 30 and sum(r["requests"] for r in before[1] if r["stage"] == "request") == 5
     store.insert_otlp(batch, dedup_token="wal:100-104")
     store.insert_otlp(batch[:2], dedup_token="wal:100-104")  # the token wins, whatever the content
+    store.roll_up(100, 104, "rollup:100-104")  # a range rolled up again after a crash: its token too
     assert (_counts(store), store.report(3600)) == before
     store.insert_otlp(envelopes([rag_trace(9)], seq0=105), dedup_token="wal:105")
     assert _counts(store)["spans"] == before[0]["spans"] + 6
@@ -161,6 +166,7 @@ def test_a_batch_stored_in_parts_is_stored_once_and_a_resend_is_invisible(store:
     store.min_insert_part_bytes = 1  # split even this small batch into two INSERTs at once
     batch = envelopes([rag_trace(i) for i in range(6)], seq0=200)
     store.insert_otlp(batch, dedup_token="wal:200-205")
+    store.roll_up(200, 205)
     counts = _counts(store)
     assert counts["spans"] == 36 and counts["spans_1m"] == 36
     store.insert_otlp(batch, dedup_token="wal:200-205")  # a retry re-sends the same parts
@@ -326,6 +332,7 @@ def test_payloads_for_judging_reads_many_traces_in_one_query(store: Store) -> No
 def test_recent_p95(store: Store) -> None:
     _install(store)
     store.insert_otlp(envelopes([rag_trace(i, slow_ms=10.0 * i) for i in range(40)], seq0=1), dedup_token="r")
+    store.roll_up(1, 40)
     p95 = store.recent_p95(3600)
     assert p95[("support", "embed")] == pytest.approx(20.0, rel=0.01)
     assert p95[("support", "request")] == pytest.approx(900 + 10 * 37.05, rel=0.01)
@@ -337,6 +344,7 @@ def test_recent_p95_ignores_spans_stamped_in_the_future(store: Store) -> None:
     _install(store)
     ahead = [{**span, "start_ns": span["start_ns"] + 86_400 * 10**9} for span in rag_trace(0, feature="ahead")]
     store.insert_otlp(envelopes([rag_trace(1), ahead], seq0=1), dedup_token="f")
+    store.roll_up(1, 2)
     p95 = store.recent_p95(3600)
     assert ("support", "request") in p95
     assert not [key for key in p95 if key[0] == "ahead"], p95

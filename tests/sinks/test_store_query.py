@@ -55,6 +55,7 @@ def test_row_cap(store: Store) -> None:
 def test_tenant_filter_reaches_every_table_and_subquery(store: Store) -> None:
     db = store.topology.database
     store.insert_spans(make_batch(10, seed=23, tenants=("acme", "globex")))
+    store.roll_up(0, 0)
     store.insert_payloads([{"tenant": "acme", "trace_id": "1"}, {"tenant": "globex", "trace_id": "2"}])
     sql = (
         f"SELECT (SELECT count() FROM {db}.spans) AS spans, (SELECT count() FROM {db}.payloads) AS payloads,"
@@ -74,6 +75,7 @@ def test_engine_refuses_writes_on_the_read_path(store: Store) -> None:
 
 def test_unqualified_tables_are_the_stores(store: Store) -> None:
     store.insert_spans(make_batch(2, seed=24))
+    store.roll_up(0, 0)
     assert store.query("SELECT count() AS n FROM spans") == [{"n": 10}]
     assert store.query("SELECT sum(spans) AS n FROM spans_1m", tenant="acme") == [{"n": 10}]
     assert store.query("SELECT count() AS n FROM spans", tenant="nobody") == [{"n": 0}]

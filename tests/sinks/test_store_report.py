@@ -68,11 +68,19 @@ def _check(row: dict, want: dict) -> None:
             assert low <= row[name] <= high, name
 
 
+def _store(store: Store, batch: SpanBatch, seq: int) -> None:
+    """Insert `batch` as the request with ingest sequence `seq`, and roll it up (as the agent does once the sampler
+    has decided its traces)."""
+    batch.ingest_seq = [seq] * len(batch)
+    store.insert_spans(batch)
+    store.roll_up(seq, seq)
+
+
 def test_report_matches_python(store: Store) -> None:
     batch = make_batch(4_000, seed=11, features=("support", "search", "billing"))
-    # Three inserts, so per-minute states are merged across parts as well as across minutes.
+    # Three inserts and roll-ups, so per-minute states are merged across parts as well as across minutes.
     for part in range(3):
-        store.insert_spans(batch.take(list(range(part, len(batch), 3))))
+        _store(store, batch.take(list(range(part, len(batch), 3))), part + 1)
     report = store.report(3 * 3600)
     want = _expected(batch, ("feature", "stage"))
     assert {(r["feature"], r["stage"]) for r in report} == set(want)
@@ -93,7 +101,7 @@ def test_p95_within_one_percent_on_a_bimodal_stream(chdb_store: Store) -> None:
     fast = rng.random(len(batch)) < 0.7
     durations = np.where(fast, rng.lognormal(3.0, 0.3, len(batch)), rng.lognormal(7.5, 0.6, len(batch)))
     batch.duration_ms = [float(d) for d in durations]
-    chdb_store.insert_spans(batch)
+    _store(chdb_store, batch, 1)
     for row in chdb_store.report(3 * 3600):
         idx = [i for i in range(len(batch)) if (batch.feature[i], batch.stage[i]) == (row["feature"], row["stage"])]
         exact = float(np.quantile(durations[idx], 0.95))
@@ -105,8 +113,8 @@ def test_filters_and_window(store: Store) -> None:
     now_ns = make_batch(1).start_time[0] + 3600 * 10**9  # synth starts an hour ago
     recent = make_batch(100, seed=13, tenants=("acme", "globex"), features=("support", "search"))
     old = make_batch(100, seed=14, start_ns=now_ns - 5 * 3600 * 10**9, spread_s=60)
-    store.insert_spans(recent)
-    store.insert_spans(old)
+    _store(store, recent, 1)
+    _store(store, old, 2)
     now_s = now_ns / 1e9
     every = store.report(2 * 3600, now_s=now_s)
     assert sum(r["requests"] for r in every) == len(recent)  # the 5-hour-old batch is outside the window
@@ -122,7 +130,7 @@ def test_filters_and_window(store: Store) -> None:
 
 
 def test_report_reads_only_the_rollup(store: Store) -> None:
-    store.insert_spans(make_batch(50, seed=15))
+    _store(store, make_batch(50, seed=15), 1)
     db = store.topology.database
     store.backend.execute(f"TRUNCATE TABLE {db}.spans")
     assert sum(r["requests"] for r in store.report(7200)) == 250
@@ -132,7 +140,7 @@ def test_whole_hours_from_the_hourly_rollup_and_edge_minutes(store: Store) -> No
     hour0 = (int(time.time()) // 3600 - 7) * 3600
     batch = make_batch(3_000, seed=16, start_ns=hour0 * 10**9, spread_s=6 * 3600)
     for part in range(2):
-        store.insert_spans(batch.take(list(range(part, len(batch), 2))))
+        _store(store, batch.take(list(range(part, len(batch), 2))), part + 1)
     now_s = hour0 + 5 * 3600 + 1830  # mid-hour and mid-minute: both edges are partial hours
     since_s = 4 * 3600 + 1234
     first_minute = (now_s - since_s) // 60 * 60

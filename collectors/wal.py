@@ -319,6 +319,9 @@ class Cursor:
         except (OSError, ValueError):
             return None
 
+    def clear(self) -> None:
+        self._path.unlink(missing_ok=True)
+
     def save(self, position: Position) -> None:
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:

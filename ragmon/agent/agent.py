@@ -304,8 +304,14 @@ class Agent:
             "ragmon_store_writer_seconds_total",
             "counter",
             "Wall time of the store writer, by phase: insert, sample (fragments query and policies), decided "
-            "(payload copies and judge queue).",
+            "(payload copies and judge queue), roll_up (the per-minute rollup).",
             [(f'{{phase="{phase}"}}', round(s, 6)) for phase, s in sorted(self.writer.seconds.items())],
+        )
+        metric(
+            "ragmon_rollup_lag_seconds",
+            "gauge",
+            "How long the oldest stored range has waited to enter the per-minute rollup (the report trails by this).",
+            [("", round(self.writer.rollups.lag_s(), 3))],
         )
         metric(
             "ragmon_store_errors_total",

@@ -12,7 +12,9 @@ The writer thread owns the store's write path:
 The sampling thread owns the sampler: it asks the store for per-trace fragments of the ranges stored since it
 last looked (one query for all of them when it fell behind), gives them to the sampler, acts on decided traces
 and persists where a restarted sampler must look back from. It reads on the store's read connection, so on the
-embedded engine its queries run on the second core while the next batch is inserted, instead of after it.
+embedded engine its queries run on the second core while the next batch is inserted, instead of after it. It also
+feeds the per-minute rollup with the ranges whose traces the sampler has all decided (`rollups.py`: what is a call
+is known only once a trace's upper spans are in).
 
 A retryable store error (server down, timeouts) is retried with backoff while requests keep queueing in the log
 (receivers push back when it is full); a batch the store rejects as malformed is split to find the request at
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 from collectors.otlp_sql import seal
 from collectors.wal import Cursor, Position, WriteAheadLog
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
+from ragmon.agent.rollups import Rollups
 from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.retry import RetryPolicy
 from sinks.errors import PartlyStored, StoreError
@@ -48,6 +51,8 @@ class WriteStore(Protocol):
     def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
 
     def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table: ...
+
+    def roll_up(self, seq_from: int, seq_to: int, dedup_token: str | None = None) -> None: ...
 
 
 DecisionHandler = Callable[[list[DecidedTrace]], None]
@@ -86,6 +91,7 @@ class StoreWriter:
         self.cursor = Cursor(self.state_dir / "store.cursor")
         self.journal = Cursor(self.state_dir / "batch.pending")
         self.sampler_cursor = Cursor(self.state_dir / "sampler.cursor")
+        self.rollups = Rollups(store, self.state_dir, self.seq, self.log_id)
         self.batch_max_requests = batch_max_requests
         self.batch_max_spans = batch_max_spans
         self.batch_max_bytes = batch_max_bytes
@@ -127,8 +133,11 @@ class StoreWriter:
             self._insert(head)
             self._advance(head[-1].position)
             self.counts["recovered_batches"] += 1
-        low_water = self.sampler_cursor.load()
-        if low_water is not None and self._stored is not None and low_water <= self._stored:
+        self.rollups.recover(self._stored)
+        # No sampler cursor yet: the sampler never saved one (an agent killed within its first second), so it has
+        # seen nothing for sure — from the log's start. Its ranges are then rolled up once it has decided them.
+        low_water = self.sampler_cursor.load() or Position(0, 0)
+        if self._stored is not None and low_water <= self._stored:
             self._feed(self.seq.of(low_water), self.seq.of(self._stored))
             self._sampled_to = self.seq.of(self._stored)
 
@@ -162,6 +171,10 @@ class StoreWriter:
             log.exception("could not sample the last stored requests before stopping")
         self._handle(self.sampler.flush())
         self._save_sampler_cursor()
+        try:
+            self.roll_up(final=True)
+        except Exception:  # the store went away: the next start rolls these ranges up
+            log.exception("could not roll up the last stored requests before stopping")
 
     # -- the loops -----------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -191,6 +204,7 @@ class StoreWriter:
                 now = time.monotonic()
                 if now >= next_tick:
                     self._handle(self.sampler.tick())
+                    self.roll_up()
                     if now - self._sampler_saved_at_s >= 1.0:
                         self._save_sampler_cursor()
                         self._sampler_saved_at_s = now
@@ -220,6 +234,23 @@ class StoreWriter:
             self._give_back(taken)
             raise
         self._sampled_to = taken[1]
+        self.rollups.seen(taken[1])
+
+    @property
+    def settled(self) -> bool:
+        """Everything stored has been sampled and rolled up (for whoever waits for the pipeline: the demo, tests)."""
+        return self._unsampled is None and (self._sampled_to is None or self.rollups.rolled_to == self._sampled_to)
+
+    def roll_up(self, *, final: bool = False) -> None:
+        """Roll up the ranges whose traces the sampler has all decided (called by the sampling thread; directly by
+        whoever drives `step` by hand; `final`: now, not at most once per interval)."""
+        if self._sampled_to is None or not self.rollups.due(final=final):
+            return
+        low_water = self.sampler.low_water_seq()  # the oldest range an undecided trace has spans in
+        decided = self._sampled_to if low_water is None else min(self._sampled_to, low_water - 1)
+        began = time.perf_counter()
+        if self.rollups.roll(decided, final=final):
+            self.seconds["roll_up"] += time.perf_counter() - began
 
     def _give_back(self, taken: tuple[int, int]) -> None:
         with self._sampling:
@@ -272,7 +303,7 @@ class StoreWriter:
         """Everything up to `stored` is in the store: move the cursor, then drop the journal."""
         self.cursor.save(stored)
         self._stored = stored
-        (self.state_dir / "batch.pending").unlink(missing_ok=True)
+        self.journal.clear()
 
     # -- inserting -----------------------------------------------------------------------------------------
     def _insert_with_retry(self, batch: list[PendingRequest]) -> None:

@@ -103,7 +103,8 @@ def run_through_agent(
 
 
 def _settle(agent: Any) -> None:
-    """Wait until everything acknowledged is stored, then let the sampler decide (root + grace)."""
+    """Wait until everything acknowledged is stored, let the sampler decide (root + grace), and the minute rollup
+    take the decided ranges in."""
     deadline = time.monotonic() + _SETTLE_TIMEOUT_S
     while time.monotonic() < deadline:
         if agent.intake.backlog[0] == 0 and agent.writer.counts["requests_stored"] >= agent.intake.accepted_requests:
@@ -115,6 +116,8 @@ def _settle(agent: Any) -> None:
     while agent.sampler.traces_held and time.monotonic() < deadline:
         time.sleep(0.05)
     agent.decisions.flush()
+    while not agent.writer.settled and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _print_kept(agent: Any, out: TextIO) -> None:

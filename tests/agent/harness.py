@@ -122,6 +122,14 @@ class AgentProcess:
             rows: list[dict[str, Any]] = json.loads(response.read())
             return rows
 
+    def metric(self, name: str) -> float | None:
+        """One unlabelled sample of the agent's /metrics (served beside the OTLP/HTTP receiver; None when absent)."""
+        with urllib.request.urlopen(f"{self.otlp_http}/metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return None
+
     def wait_for(self, sql: str, expected: Any, timeout_s: float = 30.0) -> Any:
         """Poll a one-value query until it returns `expected` (the writer stores asynchronously)."""
         deadline = time.monotonic() + timeout_s

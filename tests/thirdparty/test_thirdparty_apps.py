@@ -7,16 +7,17 @@ OTLP/HTTP to a real `ragmon serve` that keeps every trace (error policy, then a 
 the agent with the local judge, and the tests read the store back through the agent's API and `ragmon report`:
 
 - each request is one trace, whose spans are all stored (nested spans of one stage included);
-- the report counts one generate call and, where the app retrieves, one search call per request;
-- a request's counted generate calls carry the tokens the LLM reported, and a cost;
+- the report counts one generate call and, where the app retrieves, one search call per request (a span nested in
+  a span of its own stage is not a second call);
+- a request's generate usage, counted once, is the tokens the LLM reported, with a cost;
 - the failed LLM call's trace is stored with status error, and kept;
 - every answered trace's payload holds the question, the answer and the passages (the prompt's messages for the
   app that retrieves by itself);
 - faithfulness is judged (status ok) on answered traces, and the invented answer scores below the copied ones.
 
-`counted`, `judge_context` and `judged_against_prompt` say how the store expresses what is still being designed
-(span de-nesting, the prompt as context); they are the places to adjust. `python -m tests.thirdparty.dump_spans`
-shows what each instrumentation sends.
+`counted` and `usage_counted` state the counting rules over a trace's stored spans; `judge_context` and
+`judged_against_prompt` what the judge's context is. `python -m tests.thirdparty.dump_spans` shows what each
+instrumentation sends.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,35 +147,35 @@ COMBINATIONS = (
 
 
 # Same-stage nesting is not collapsed yet (issue "Any instrumented app, fully": one span per call): LlamaIndex under
-# OpenInference nests OpenAI.chat in OpenAI.predict and ._retrieve in .retrieve, under OpenLLMetry one
-# VectorIndexRetriever.task in another, and the report counts both. These must fail until de-nesting lands
-# (strict: a pass is reported, so the marker is removed with the fix).
-NESTING_GAP = {
-    "llamaindex-openinference": {
-        "test_report_counts_one_generate_and_one_search_call_per_request",
-        "test_tokens_and_cost_per_request_are_what_the_llm_reported",
-        "test_the_failed_llm_call_is_an_error_trace_and_kept",
-    },
-    "llamaindex-openllmetry": {"test_report_counts_one_generate_and_one_search_call_per_request"},
-}
+# --- the counting rules, stated over a trace's stored spans ---------------------------------------------------
+def _same_stage_ancestors(spans: list[dict[str, Any]], span: dict[str, Any]) -> list[dict[str, Any]]:
+    by_id = {s["span_id"]: s for s in spans}
+    out, at = [], span
+    while at["parent_span_id"] in by_id and len(out) < len(spans):
+        at = by_id[at["parent_span_id"]]
+        if at["stage"] == span["stage"]:
+            out.append(at)
+    return out
 
 
-@pytest.fixture(autouse=True)
-def _known_nesting_gap(request: pytest.FixtureRequest) -> None:
-    if "run" not in request.fixturenames:
-        return
-    combination: Combination = request.getfixturevalue("run").combination
-    if request.node.originalname in NESTING_GAP.get(combination.id, ()):
-        reason = "same-stage nested spans are still counted as separate calls"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
-# --- how the store says what is being designed (adjust here) ---------------------------------------------------
 def counted(spans: list[dict[str, Any]], stage: str) -> list[dict[str, Any]]:
-    """The spans of one trace that the per-stage report counts as calls of `stage`. Today the rollup behind the
-    report (`spans_1m_mv`) counts every span of the stage, so a same-stage span nested inside another counts
-    again; when de-nesting lands, this is where its marker is read."""
-    return [s for s in spans if s["stage"] == stage]
+    """The spans of one trace that are calls of `stage`: those without an ancestor of their stage (OpenInference
+    nests OpenAI.chat in OpenAI.predict and ._retrieve in .retrieve; OpenLLMetry one VectorIndexRetriever.task in
+    another). The report must count exactly these (`sinks/rollup_sql.py`)."""
+    return [s for s in spans if s["stage"] == stage and not _same_stage_ancestors(spans, s)]
+
+
+def usage_counted(spans: list[dict[str, Any]], stage: str) -> list[dict[str, Any]]:
+    """The spans whose tokens and cost count: those carrying usage with no same-stage ancestor carrying it."""
+
+    def carries(s: dict[str, Any]) -> bool:
+        return s["input_tokens"] + s["output_tokens"] > 0 or s["cost_usd"] is not None
+
+    return [
+        s
+        for s in spans
+        if s["stage"] == stage and carries(s) and not any(carries(a) for a in _same_stage_ancestors(spans, s))
+    ]
 
 
 def judge_context(payload: dict[str, Any]) -> list[str]:
@@ -208,6 +210,7 @@ class Run:
     payloads: dict[str, dict[str, Any]] = field(default_factory=dict)  # by trace id
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)  # faithfulness, by trace id
     report: list[dict[str, Any]] = field(default_factory=list)
+    report_text: str = ""  # `ragmon report` as a user reads it, quality section included
     stored_spans_total: int = 0
     waited: dict[str, str] = field(default_factory=dict)  # what a wait gave up on, for failure messages
 
@@ -329,6 +332,7 @@ def _collect(run: Run) -> None:
     _wait(run, "spans stored", stored, STORED_TIMEOUT_S)
     _wait(run, "traces kept", kept, KEPT_TIMEOUT_S)
     _wait(run, "answers judged", judged, JUDGED_TIMEOUT_S)
+    _wait(run, "rolled up", lambda: agent.metric("ragmon_rollup_lag_seconds") == 0, STORED_TIMEOUT_S)
     run.spans = agent.query(
         "SELECT trace_id, span_id, parent_span_id, name, stage, status, error_type, model, input_tokens,"
         f" output_tokens, cost_usd, toString(start_time) AS start_time FROM spans FINAL WHERE trace_id IN {traces}"
@@ -348,6 +352,7 @@ def _collect(run: Run) -> None:
         )
     }
     run.report = json.loads(_cli("report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir)))
+    run.report_text = _cli("report", "--since", "1h", "--data-dir", str(agent.data_dir))
 
 
 def _payload_ids(agent: AgentProcess, traces: str) -> set[str]:
@@ -398,15 +403,15 @@ def test_tokens_and_cost_per_request_are_what_the_llm_reported(run: Run) -> None
     prices = default_price_table()
     tokens = {
         q.id: (
-            sum(s["input_tokens"] for s in counted(run.spans_of(q), "generate")),
-            sum(s["output_tokens"] for s in counted(run.spans_of(q), "generate")),
+            sum(s["input_tokens"] for s in usage_counted(run.spans_of(q), "generate")),
+            sum(s["output_tokens"] for s in usage_counted(run.spans_of(q), "generate")),
         )
         for q in ANSWERED
     }
     assert tokens == {q.id: (q.prompt_tokens, q.completion_tokens) for q in ANSWERED}, "\n".join(
         run.describe(q) for q in ANSWERED
     )
-    costs = {q.id: [s["cost_usd"] for s in counted(run.spans_of(q), "generate")] for q in ANSWERED}
+    costs = {q.id: [s["cost_usd"] for s in usage_counted(run.spans_of(q), "generate")] for q in ANSWERED}
     assert all(c is not None for cs in costs.values() for c in cs), costs
     expected = {q.id: prices.cost_usd(common.CHAT_MODEL, q.prompt_tokens, q.completion_tokens) for q in ANSWERED}
     assert {k: pytest.approx(sum(v)) for k, v in costs.items()} == expected
@@ -458,3 +463,26 @@ def test_faithfulness_is_judged_and_the_invented_answer_scores_lower(run: Run) -
     for invented in INVENTED:
         for copied in COPIED:
             assert values[invented.id] < values[copied.id], values
+
+
+def test_quality_shows_in_the_report_the_dashboard_and_the_drill_down(run: Run) -> None:
+    """What a user of such an app sees: judged faithfulness in `ragmon report`, in the dashboard's quality series,
+    and the judge's verdicts on a trace's page."""
+    lines = [line.split() for line in run.report_text.splitlines() if " faithfulness " in f" {line} "]
+    assert lines, run.report_text
+    ok = sum(int(cells[cells.index("faithfulness") + 2].split("/")[0]) for cells in lines)
+    assert ok >= len(ANSWERED), run.report_text
+    quality = _dashboard(run, "quality?since_s=3600")
+    faithfulness = [series for series in quality["series"] if series["metric"] == "faithfulness"]
+    assert faithfulness and sum(faithfulness[0]["n"]) >= len(ANSWERED), quality
+    for question in (*COPIED, *INVENTED):
+        trace = _dashboard(run, f"trace?id={run.trace_id(question)}")
+        verdicts = [score for score in trace["scores"] if score["metric"] == "faithfulness"]
+        assert [v["status"] for v in verdicts] == ["ok"], (question.id, trace["scores"])
+        assert verdicts[0]["claims"], (question.id, verdicts)
+
+
+def _dashboard(run: Run, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{run.agent.api}/api/dashboard/{path}", timeout=30) as response:
+        body: dict[str, Any] = json.loads(response.read())
+        return body

@@ -7,10 +7,10 @@ known only once the spans above it are stored. So the agent rolls up a range of 
 tail sampler has decided every trace with a span in it — the root arrived plus the grace period, or the decision
 timeout passed (`ragmon.agent.rollups`) — with one INSERT … SELECT per range and a deterministic deduplication
 token, so a range rolled up again after a crash is dropped like a re-sent batch. The sampler's per-range pass is
-the one place that already waits for traces to be whole; the report lags by that wait (about a second for traces
-whose root arrives, the decision timeout for those whose root never does).
+the one place that already waits for traces to be whole; the report lags by that wait (two to three seconds; at
+most the roll-up's maximum delay while a trace whose root never arrives is pending).
 
-The rules, per span of the range, against the spans of its trace stored since the range began:
+The rules, per span of the range, against the spans of its trace stored from the range's start on:
 - a span is a call unless an ancestor has its stage: the outermost span of a nested run is the call, with its
   duration and status (inner spans stay stored, and in the trace's waterfall);
 - tokens and cost count on a span that carries usage unless a same-stage ancestor carries usage too (a wrapper
@@ -21,9 +21,13 @@ How, in the engine, per trace: its spans in start order (a parent starts no late
 starts the longer first); each span's parent position from one dense numbering of ids then parent ids; one fold
 that gives each span the stage bits above it (and those above it that carry usage or a TTFT) from its parent's
 entry. The fold copies its accumulator per span, quadratic in a trace's spans, so it walks a trace's first
-`MAX_WALKED_SPANS` spans; the rest count as calls. Cost, 5-span traces, CPU per span with 40k-span ranges: 2.4 µs
-against 0.5 µs for the view's plain aggregation over the same range, plus ~40 ms per range (scratch A/B,
-/tmp/scratch/rollup_bench3.py, three runs each); one range a second at most (`ragmon.agent.rollups`).
+`MAX_WALKED_SPANS` spans; the rest count as calls. What the arrays carry is kept narrow, as copying it is most of
+the query's cost: span ids as 64-bit hashes, the stage as its bit (a stage outside `STAGES`, which only rows
+written by hand can have, is rolled up as 'other'), the status as a flag — each ~5% of the query. Duplicates are
+not collapsed: a span re-sent in another batch (a re-sent batch the token drops) counts again, as it did under the
+view, and sorting them out was another ~5%. Cost: `benchmarks/rollup.py` (the view's plain aggregation over the
+same ranges beside it: 2.1 against 0.45 µs per span in 40k-span ranges); one range per two seconds at most
+(`ragmon.agent.rollups`).
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ _LOW_24 = 0xFFFFFF
 
 # A span as the per-trace arrays hold it: a plain tuple (a named one costs a conversion per span, ~10% of the query).
 _FIELDS = (
-    "start_time", "duration_ms", "span_id", "parent_span_id", "own", "ingest_seq", "feature", "stage", "model",
-    "status", "ttft_ms", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd",
+    "start_time", "duration_ms", "span_id", "parent_span_id", "own", "ingest_seq", "feature", "model",
+    "failed", "ttft_ms", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd",
 )  # fmt: skip
 
 
@@ -56,18 +60,25 @@ def _at(field: str, of: str = "s") -> str:
 
 
 def rollup_sql(ddl: Ddl) -> str:
-    """INSERT … SELECT into the minute rollup. Params (UInt64): seq_from, seq_to — the range rolled up, inclusive.
-    The spans of its traces stored from seq_from on are read for ancestors (later ranges included: parents are
-    stored after their children)."""
+    """INSERT … SELECT into the minute rollup. Params (UInt64): seq_from, seq_to — the range rolled up, inclusive;
+    context_to — the spans of its traces stored from seq_from to context_to are read for ancestors (the agent: up
+    to the last it has stored; later ranges included, as parents are stored after their children)."""
     columns = ", ".join(name for name, _ in ROLLUP_COLUMNS)
     in_range = "BETWEEN {seq_from:UInt64} AND {seq_to:UInt64}"
-    source = ", ".join(_OWN if f == "own" else f for f in _FIELDS)
+    hashed = {
+        "own": _OWN,
+        "span_id": "cityHash64(span_id)",
+        "parent_span_id": "cityHash64(parent_span_id)",
+        "failed": "status = 'error'",
+    }
+    source = ", ".join(hashed.get(f, f) for f in _FIELDS)
     ttft_state = TTFT_STATE.replace("(", "State(", 1)
     return f"""
 INSERT INTO {ddl.table(ROLLUP_TABLE)} ({columns})
-SELECT tenant, {_at("feature")} AS feature, {_at("stage")} AS stage, {_at("model")} AS model,
+SELECT tenant, {_at("feature")} AS feature, transform(bit, [{_STAGE_BITS}], [{_STAGE_NAMES}], 'other') AS stage,
+    {_at("model")} AS model,
     toStartOfMinute(toDateTime({_at("start_time")})) AS minute,
-    countIf(call) AS spans, countIf(call AND {_at("status")} = 'error') AS errors,
+    countIf(call) AS spans, countIf(call AND {_at("failed")}) AS errors,
     {DURATION_STATE.replace("(", "StateIf(", 1)}({_at("duration_ms")}, call) AS duration_q,
     -- NULL where it does not count (not -If): the rollup's TTFT state is typed over Nullable(Float32)
     {ttft_state}(if(ttft_counts, {_at("ttft_ms")}, NULL)) AS ttft_q,
@@ -99,12 +110,11 @@ FROM (
                 arraySlice(arrayMap(x -> {_at("own", "x")}, spans), 1, {MAX_WALKED_SPANS}),
                 CAST([], 'Array(UInt64)')), n, 0) AS walks
         FROM (
-            SELECT {", ".join(f for f in _FIELDS if f != "own")}, tenant, trace_id
+            SELECT {", ".join(f for f in _FIELDS if f not in ("own", "failed"))}, stage, status, tenant, trace_id
             FROM {ddl.table("spans")}
-            WHERE ingest_seq >= {{seq_from:UInt64}}
+            WHERE ingest_seq BETWEEN {{seq_from:UInt64}} AND {{context_to:UInt64}}
                 AND (tenant, trace_id) IN (
                     SELECT tenant, trace_id FROM {ddl.table("spans")} WHERE ingest_seq {in_range})
-            LIMIT 1 BY tenant, trace_id, span_id
         )
         GROUP BY tenant, trace_id
     )

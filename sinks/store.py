@@ -351,14 +351,18 @@ class Store:
             row["stage_max_ms"] = dict(row["stage_max_ms"] or ())
         return rows
 
-    def roll_up(self, seq_from: int, seq_to: int, dedup_token: str | None = None) -> None:
+    def roll_up(
+        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
+    ) -> None:
         """Add the spans with ingest_seq in [seq_from, seq_to] to the minute rollup (and through it the hourly
-        one), one call per nested run of a stage (`rollup_sql.py`). Roll a range up once, after its traces are
+        one), one call per nested run of a stage (`rollup_sql.py`), their ancestors looked up among the spans of
+        [seq_from, context_to] (default: everything stored since). Roll a range up once, after its traces are
         whole: the agent does it when the sampler has decided them; a re-run with the same token is dropped."""
         token = dedup_token or f"rollup:{int(seq_from)}-{int(seq_to)}"
         # a trace is whole on one shard: the subquery that finds the range's traces runs shard by shard
         settings = {**INSERT_SETTINGS, "insert_deduplication_token": token, "distributed_product_mode": "local"}
-        self.backend.execute(rollup_sql(self._ddl), {"seq_from": int(seq_from), "seq_to": int(seq_to)}, settings)
+        params = {"seq_from": int(seq_from), "seq_to": int(seq_to), "context_to": context_to or 2**64 - 1}
+        self.backend.execute(rollup_sql(self._ddl), params, settings)
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> None:
         """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their

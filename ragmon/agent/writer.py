@@ -52,7 +52,9 @@ class WriteStore(Protocol):
 
     def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table: ...
 
-    def roll_up(self, seq_from: int, seq_to: int, dedup_token: str | None = None) -> None: ...
+    def roll_up(
+        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
+    ) -> None: ...
 
 
 DecisionHandler = Callable[[list[DecidedTrace]], None]
@@ -249,7 +251,8 @@ class StoreWriter:
         low_water = self.sampler.low_water_seq()  # the oldest range an undecided trace has spans in
         decided = self._sampled_to if low_water is None else min(self._sampled_to, low_water - 1)
         began = time.perf_counter()
-        if self.rollups.roll(decided, final=final):
+        stored = self._stored  # the writer thread's: a reference read is atomic
+        if self.rollups.roll(decided, stored_to=None if stored is None else self.seq.of(stored), final=final):
             self.seconds["roll_up"] += time.perf_counter() - began
 
     def _give_back(self, taken: tuple[int, int]) -> None:

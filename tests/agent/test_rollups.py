@@ -19,7 +19,9 @@ class RecordingStore:
         self.calls: list[tuple[int, int, str | None]] = []
         self.fail_next = False
 
-    def roll_up(self, seq_from: int, seq_to: int, dedup_token: str | None = None) -> None:
+    def roll_up(
+        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
+    ) -> None:
         self.calls.append((seq_from, seq_to, dedup_token))
         if self.fail_next:
             self.fail_next = False

@@ -18,17 +18,14 @@ agent upgraded from a store whose view counted every span on insert) starts afte
 
 from __future__ import annotations
 
-import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from collectors.wal import Cursor, Position
 from ragmon.agent.intake import IngestSeq
-
-log = logging.getLogger("ragmon.agent")
 
 
 class RollupStore(Protocol):
@@ -63,7 +60,6 @@ class Rollups:
         self.rolled_to: int | None = None  # the last sequence number rolled up
         self._rolled_at_s = -float("inf")
         self._seen: deque[tuple[float, int]] = deque()  # (when, last sequence number) of ranges not rolled up yet
-        self.counts: Counter[str] = Counter()
 
     def recover(self, stored: Position | None) -> None:
         """At start, before new requests are stored: finish a journaled range, or begin after `stored` (the store
@@ -74,9 +70,8 @@ class Rollups:
             self.cursor.save(cursor)
         self.rolled_to = self.seq.of(cursor)
         pending = self.journal.load()
-        if pending is not None and self.seq.of(pending) > (self.rolled_to or 0):
+        if pending is not None and self.seq.of(pending) > self.rolled_to:
             self._roll(self.seq.of(pending))
-            self.counts["recovered_ranges"] += 1
         self.journal.clear()
 
     def seen(self, seq_to: int) -> None:
@@ -122,4 +117,3 @@ class Rollups:
         self.cursor.save(self.seq.position(seq_to))
         self.journal.clear()
         self.rolled_to = seq_to
-        self.counts["ranges_rolled_up"] += 1

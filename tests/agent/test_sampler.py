@@ -97,18 +97,66 @@ def test_slow_absolute_thresholds_per_stage_and_trace() -> None:
     assert decided == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP, _tid(3): Decision.KEEP}
 
 
-def test_relative_slow_adapts_per_feature() -> None:
+def _requests(sampler: Sampler, feature: str, durations_ms: list[float], first: int) -> dict[str, Decision]:
+    """One whole trace per duration (its root lasts duration + 1 ms), decided one tick at a time."""
+    decided = {}
+    for i, duration_ms in enumerate(durations_ms):
+        sampler.ingest(_trace(_tid(first + i), feature=feature, duration_ms=duration_ms))
+        decided.update({d.trace_id: d.decision for d in sampler.tick()})
+    return decided
+
+
+def _relative_only(**slow: object) -> SamplerConfig:
+    return SamplerConfig(policies=[{"type": "slow", "relative_to_p95": 1.0, **slow}], decision_grace_s=0)
+
+
+def test_a_request_is_slow_against_its_own_features_recent_p95() -> None:
+    sampler = Sampler(_relative_only(), Clock())
+    rng = random.Random(3)
+    history = _requests(sampler, "faq", [rng.uniform(100, 150) for _ in range(60)], 1)
+    history |= _requests(sampler, "chat", [rng.uniform(1500, 2400) for _ in range(60)], 101)
+    assert set(history.values()) == {Decision.SKIP}  # no p95 before 50 requests; after, none exceeds it by 100 ms
+    decided = _requests(sampler, "faq", [600], 201)  # slow for faq
+    decided |= _requests(sampler, "chat", [1800], 202)  # normal for chat, though longer
+    decided |= _requests(sampler, "new-feature", [9000], 203)  # no p95 yet: not judged relative
+    assert decided == {_tid(201): Decision.KEEP, _tid(202): Decision.SKIP, _tid(203): Decision.SKIP}
+
+
+def test_the_floor_keeps_fast_services_from_calling_noise_slow() -> None:
+    sampler = Sampler(_relative_only(), Clock())
+    _requests(sampler, "fast", [20.0 + i % 30 for i in range(100)], 1)  # p95 ≈ 49 ms
+    decided = _requests(sampler, "fast", [120.0, 160.0], 101)  # 2.4x the p95 but 72 ms over it; then 112 ms over
+    assert decided == {_tid(101): Decision.SKIP, _tid(102): Decision.KEEP}
+    no_floor = Sampler(_relative_only(min_excess_ms=0), Clock())
+    _requests(no_floor, "fast", [20.0 + i % 30 for i in range(100)], 1)
+    assert _requests(no_floor, "fast", [120.0], 101) == {_tid(101): Decision.KEEP}
+
+
+def test_an_error_trace_is_kept_as_error_not_also_slow_for_milliseconds() -> None:
+    """The user's case: a failed search of 1.6 ms against a search p95 of 0.2 ms, in a 30 ms request."""
+    stage_p95 = {("qa", "search"): 0.2}
+    sampler = Sampler(SamplerConfig(decision_grace_s=0), Clock(), p95_lookup=lambda f, s: stage_p95.get((f, s)))
+    _requests(sampler, "qa", [25.0 + i % 10 for i in range(100)], 1)
+    sampler.ingest(_trace(_tid(500), stage="search", duration_ms=1.6, status="error"))
+    ((decided),) = sampler.tick()
+    assert decided.decision is Decision.KEEP and decided.reasons[0] == "error" and "slow" not in decided.reasons
+
+
+def test_stage_rules_are_opt_in_adapt_per_feature_and_need_a_floor() -> None:
     recent_p95_ms = {("chat", "generate"): 2400.0, ("faq", "generate"): 118.0}
-    sampler = Sampler(
-        SamplerConfig(policies=[{"type": "slow", "relative_to_p95": 1.0}], decision_grace_s=0),
-        Clock(),
-        p95_lookup=lambda feature, stage: recent_p95_ms.get((feature, stage)),
-    )
+    config = SamplerConfig(policies=[{"type": "slow", "stage_relative_to_p95": 1.0}], decision_grace_s=0)
+    sampler = Sampler(config, Clock(), p95_lookup=lambda feature, stage: recent_p95_ms.get((feature, stage)))
     sampler.ingest(_trace(_tid(1), feature="faq", duration_ms=600))  # slow for faq
     sampler.ingest(_trace(_tid(2), feature="chat", duration_ms=1800))  # normal for chat, though longer
     sampler.ingest(_trace(_tid(3), feature="new-feature", duration_ms=9000))  # no p95 yet: not judged relative
+    sampler.ingest(_trace(_tid(4), feature="faq", duration_ms=200))  # 1.7x the p95, but only 82 ms over it
     decided = {d.trace_id: d.decision for d in sampler.tick()}
-    assert decided == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP, _tid(3): Decision.SKIP}
+    assert decided == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP, _tid(3): Decision.SKIP, _tid(4): Decision.SKIP}
+    with pytest.raises(ValidationError, match="needs a floor"):
+        SamplerConfig(policies=[{"type": "slow", "stage_relative_to_p95": 1.0, "min_excess_ms": 0}])
+    default_slow = SamplerConfig().policies[1]
+    assert default_slow.type == "slow" and not default_slow.stage_threshold_ms  # type: ignore[union-attr]
+    assert default_slow.stage_relative_to_p95 is None  # type: ignore[union-attr]
 
 
 def test_retrieval_health_keeps_unnormalised_embeddings() -> None:

@@ -36,6 +36,8 @@ Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.intp]
 P95Lookup = Callable[[str, str], "float | None"]
 
+_KEY_SEPARATOR = "\x1f"  # between tenant and feature in a joined key: a control character neither contains
+
 _BATCH_POLICIES = (ErrorPolicy, SlowPolicy, RetrievalHealthPolicy, AttributeRulePolicy, ProbabilisticPolicy)
 
 
@@ -59,7 +61,8 @@ class FragmentColumns:
     def __init__(self, table: pa.Table, first_ingest_seq: int) -> None:
         self.size = table.num_rows
         self.first_ingest_seq = first_ingest_seq
-        self.tenant: list[str] = table.column("tenant").to_pylist()
+        self._tenant = table.column("tenant")
+        self.tenant: list[str] = self._tenant.to_pylist()
         self.trace_id: list[str] = table.column("trace_id").to_pylist()
         self._feature = pc.fill_null(table.column("feature"), "")
         self._user = pc.fill_null(table.column("user"), "")
@@ -73,6 +76,7 @@ class FragmentColumns:
         self.content_bytes = _ints(table.column("content_bytes"))
         self.stage_max_ms = _stage_columns(table.column("stage_max_ms"), self.size)
         self._features: tuple[list[str], npt.NDArray[np.int64]] | None = None
+        self._tenant_features: tuple[list[tuple[str, str]], npt.NDArray[np.int64]] | None = None
         self._text: dict[str, list[str]] = {}
 
     def text(self, field: str) -> list[str]:
@@ -89,6 +93,18 @@ class FragmentColumns:
             encoded = pc.dictionary_encode(self._feature).combine_chunks()
             self._features = encoded.dictionary.to_pylist(), np.asarray(encoded.indices, dtype=np.int64)
         return self._features
+
+    def tenant_features(self) -> tuple[list[tuple[str, str]], npt.NDArray[np.int64]]:
+        """The distinct (tenant, feature) pairs and each row's index into them."""
+        if self._tenant_features is None:
+            joined = pc.binary_join_element_wise(self._tenant, self._feature, _KEY_SEPARATOR)
+            encoded = pc.dictionary_encode(joined).combine_chunks()
+            pairs = [tuple(key.split(_KEY_SEPARATOR, 1)) for key in encoded.dictionary.to_pylist()]
+            self._tenant_features = (
+                [(tenant, feature) for tenant, feature in pairs],
+                np.asarray(encoded.indices, dtype=np.int64),
+            )
+        return self._tenant_features
 
     def fragment(self, row: int) -> TraceFragment:
         """Row `row` as a per-trace fragment (for traces that leave the columnar path)."""
@@ -151,8 +167,11 @@ def decide_rows(
     rows: Rows,
     now_s: float,
     p95_lookup: P95Lookup | None,
+    request_p95: Floats | None = None,
 ) -> BatchOutcome:
-    """The composite policy (`CompositePolicy.decide`) over `rows` of `columns`, counting verdicts as it does."""
+    """The composite policy (`CompositePolicy.decide`) over `rows` of `columns`, counting verdicts as it does.
+    `request_p95[i]`: the request p95 of row `rows[i]`'s feature (NaN: unknown; None: no policy reads it)."""
+    p95s = _P95s(p95_lookup, request_p95)
     counts = policy.counts
     n = len(rows)
     undecided = np.ones(n, dtype=bool)
@@ -160,7 +179,7 @@ def decide_rows(
     reasons: list[tuple[str, ...]] = [()] * n
     probability = [0.0] * n
     for rule, keys in policy.drop_rules:  # in order; a dropped trace is not shown to later rules
-        fired = _fires(rule, columns, rows, p95_lookup) & undecided
+        fired = _fires(rule, columns, rows, p95s) & undecided
         evaluated = int(undecided.sum())
         dropped = int(fired.sum())
         counts[keys[Decision.DROP]] += dropped
@@ -172,7 +191,7 @@ def decide_rows(
     fired_bits = np.zeros(n, dtype=np.int64)
     evaluated = int(undecided.sum())
     for bit, (keep_policy, keys) in enumerate(policy.keep_policies):
-        fired = _fires(keep_policy, columns, rows, p95_lookup) & undecided
+        fired = _fires(keep_policy, columns, rows, p95s) & undecided
         kept = int(fired.sum())
         counts[keys[Decision.KEEP]] += kept
         counts[keys[Decision.SKIP]] += evaluated - kept
@@ -215,13 +234,19 @@ def _reasons_by_bits(
     return out
 
 
-def _fires(policy: object, columns: FragmentColumns, rows: Rows, p95_lookup: P95Lookup | None) -> Mask:
+@dataclass(slots=True, frozen=True)
+class _P95s:
+    stage: P95Lookup | None
+    request: Floats | None
+
+
+def _fires(policy: object, columns: FragmentColumns, rows: Rows, p95s: _P95s) -> Mask:
     """Whether `policy` keeps (or, for a drop rule, drops) each row: its per-trace `evaluate`, over arrays."""
     if isinstance(policy, ErrorPolicy):
         errors: Mask = columns.error_count[rows] != 0
         return errors
     if isinstance(policy, SlowPolicy):
-        return _slow(policy, columns, rows, p95_lookup)
+        return _slow(policy, columns, rows, p95s)
     if isinstance(policy, RetrievalHealthPolicy):
         fired = np.zeros(len(rows), dtype=bool)
         if policy.min_top1_score is not None:
@@ -239,24 +264,36 @@ def _fires(policy: object, columns: FragmentColumns, rows: Rows, p95_lookup: P95
     raise TypeError(f"no columnar form for sampling policy {type(policy).__name__}")
 
 
-def _slow(policy: SlowPolicy, columns: FragmentColumns, rows: Rows, p95_lookup: P95Lookup | None) -> Mask:
+def _slow(policy: SlowPolicy, columns: FragmentColumns, rows: Rows, p95s: _P95s) -> Mask:
+    """`SlowPolicy.evaluate` over arrays: NaN (no root, no p95) fails every comparison, as None does there."""
     fired = np.zeros(len(rows), dtype=bool)
+    duration = columns.root_duration_ms[rows]
     if policy.trace_threshold_ms is not None:
-        fired |= np.nan_to_num(columns.root_duration_ms[rows], nan=0.0) > policy.trace_threshold_ms
+        fired |= duration > policy.trace_threshold_ms
+    if policy.relative_to_p95 is not None and p95s.request is not None:
+        fired |= _exceeds(duration, p95s.request, policy.relative_to_p95, policy.min_excess_ms)
     for stage, threshold_ms in policy.stage_threshold_ms.items():
         if stage in columns.stage_max_ms:
             fired |= np.nan_to_num(columns.stage_max_ms[stage][rows], nan=0.0) > threshold_ms
         elif threshold_ms < 0.0:  # the per-trace test reads an absent stage as 0 ms
             fired[:] = True
-    if policy.relative_to_p95 is not None and p95_lookup is not None:
+    if policy.stage_relative_to_p95 is not None and p95s.stage is not None:
         features, index = columns.features()
-        worst = np.zeros(len(rows))  # max(ratios, default=0.0): durations are never negative
         for stage, maxima in columns.stage_max_ms.items():
-            p95 = np.array([p95_lookup(feature, stage) or math.nan for feature in features], dtype=np.float64)
-            p95[~(p95 > 0)] = math.nan  # unknown or zero p95: no ratio for this (feature, stage)
-            worst = np.fmax(worst, maxima[rows] / p95[index[rows]])
-        fired |= worst > policy.relative_to_p95
+            p95 = np.array([_nan_if_none(p95s.stage(feature, stage)) for feature in features], dtype=np.float64)
+            fired |= _exceeds(maxima[rows], p95[index[rows]], policy.stage_relative_to_p95, policy.min_excess_ms)
     return fired
+
+
+def _exceeds(duration: Floats, p95: Floats, factor: float, min_excess_ms: float) -> Mask:
+    """`slow.exceeds_p95` over arrays."""
+    with np.errstate(invalid="ignore"):
+        above: Mask = (duration > factor * p95) & (duration - p95 >= min_excess_ms)
+    return above
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _baseline(rate: float, trace_ids: Sequence[str], rows: Rows) -> Mask:

@@ -27,11 +27,23 @@ class ErrorConfig(_Strict):
 
 
 class SlowConfig(_Strict):
+    """The request against an SLA (`trace_threshold_ms`) or its feature's recent p95 (`relative_to_p95`, with the
+    floor `min_excess_ms`); stage rules only when asked for (see policies/slow.py for why)."""
+
     type: Literal["slow"]
     name: str = "slow"
-    stage_threshold_ms: dict[str, float] = Field(default_factory=dict)
-    trace_threshold_ms: float | None = None
+    trace_threshold_ms: float | None = Field(default=None, gt=0)
     relative_to_p95: float | None = Field(default=None, gt=0)
+    min_excess_ms: float = Field(default=100.0, ge=0)
+    stage_threshold_ms: dict[str, float] = Field(default_factory=dict)
+    stage_relative_to_p95: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _stage_rules_have_a_floor(self) -> SlowConfig:
+        # a 0.4 ms search span is 2x a 0.2 ms p95: per stage, a ratio alone calls noise slow
+        if self.stage_relative_to_p95 is not None and self.min_excess_ms <= 0:
+            raise ValueError("stage_relative_to_p95 needs a floor: set min_excess_ms above 0 (e.g. 100)")
+        return self
 
 
 class RetrievalHealthConfig(_Strict):
@@ -66,7 +78,7 @@ POLICY_TYPES = ("error", "slow", "retrieval_health", "attribute", "baseline")
 def _default_policies() -> list[Any]:
     return [
         ErrorConfig(type="error"),
-        SlowConfig(type="slow", trace_threshold_ms=10_000, relative_to_p95=1.0),
+        SlowConfig(type="slow", relative_to_p95=1.0, min_excess_ms=100.0),
         RetrievalHealthConfig(type="retrieval_health"),
         ProbabilisticConfig(type="baseline", rate=0.05),
     ]
@@ -83,9 +95,22 @@ class SamplerConfig(_Strict):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     decision_grace_s: float = Field(default=1.0, ge=0)  # after the root span: wait this long for late children
     decision_timeout_s: float = Field(default=30.0, gt=0)  # a trace whose root never arrives is decided then
+    # what "recent" means for a feature's request p95 (request_latency.py): its last requests, and how many it
+    # needs before a p95 is trusted
+    request_p95_window: int = Field(default=2000, ge=1)
+    request_p95_min_requests: int = Field(default=50, ge=1)
     max_traces: int = Field(default=50_000, ge=1)
     max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     decision_cache_size: int = Field(default=200_000, ge=0)
+
+    @model_validator(mode="after")
+    def _window_holds_the_minimum(self) -> SamplerConfig:
+        if self.request_p95_min_requests > self.request_p95_window:
+            raise ValueError(
+                f"request_p95_min_requests ({self.request_p95_min_requests}) cannot exceed request_p95_window "
+                f"({self.request_p95_window})"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -104,7 +129,14 @@ def build_policies(config: SamplerConfig) -> list[Policy]:
             policies.append(ErrorPolicy(entry.name))
         elif isinstance(entry, SlowConfig):
             policies.append(
-                SlowPolicy(entry.name, dict(entry.stage_threshold_ms), entry.trace_threshold_ms, entry.relative_to_p95)
+                SlowPolicy(
+                    entry.name,
+                    entry.trace_threshold_ms,
+                    entry.relative_to_p95,
+                    entry.min_excess_ms,
+                    dict(entry.stage_threshold_ms),
+                    entry.stage_relative_to_p95,
+                )
             )
         elif isinstance(entry, RetrievalHealthConfig):
             policies.append(

@@ -6,8 +6,11 @@
   reported again so its payload is refreshed with the late spans.
 - Memory is bounded by traces held and by the captured bytes they keep waiting in the store: when either cap is
   hit, the oldest trace is decided early with what is known, and the eviction is counted by reason.
-- "Slow relative to p95" compares each stage's longest span with the recent p95 of its (feature, stage), which
-  the agent reads from the store's per-minute rollups over all traffic (`p95_lookup`).
+- "Slow relative to p95" compares the whole request with its feature's recent p95, which the sampler measures
+  from the roots it decides (`request_latency.py`); an opt-in stage rule compares each stage's longest span with
+  the recent p95 of its (feature, stage), which the agent reads from the store's per-minute rollups (`p95_lookup`).
+- Every decision is counted by its first reason (`kept:error`, `kept:slow`, …; policies in configured order), so the
+  kept share by reason adds up to the kept share.
 - Time comes from an injected clock, so tests drive it by hand.
 - A stored batch's fragments arrive as one table (`ingest_table`); traces that arrive whole wait and are decided as
   rows of that table, all at once (`batch.py`); the rest take the per-trace path. Both paths decide alike.
@@ -15,6 +18,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -29,6 +33,8 @@ from ragmon.agent.sampling.budget import KeepBudget
 from ragmon.agent.sampling.composite import CompositePolicy
 from ragmon.agent.sampling.config import SamplerConfig, build_policies
 from ragmon.agent.sampling.decision import Decision
+from ragmon.agent.sampling.policies.slow import SlowPolicy
+from ragmon.agent.sampling.request_latency import RequestLatency
 from ragmon.agent.sampling.trace import TraceFragment, TraceSummary
 
 P95Lookup = Callable[[str, str], "float | None"]  # (feature, stage) -> recent p95 in ms
@@ -57,6 +63,14 @@ class DecidedTrace:
     # The batch the trace was first seen in: all its spans were stored at or after this ingest sequence, which
     # lets the payload copy read recent parts only instead of every stored span (sinks.sampler_sql). 0: unknown.
     first_ingest_seq: int = 0
+    feature: str = ""
+
+
+def primary_reason(decision: Decision, reasons: tuple[str, ...]) -> str:
+    """The counter key of a decision: a kept trace under its first reason, so shares by reason add up."""
+    if decision is Decision.KEEP:
+        return "kept:" + (reasons[0] if reasons else "")
+    return _DECIDED[decision]
 
 
 @dataclass(slots=True, eq=False)
@@ -88,8 +102,11 @@ class Sampler:
         policies = build_policies(self.config)
         self.policy = CompositePolicy(policies, budget, frozenset(self.config.budget.exempt))
         self.p95_lookup = p95_lookup
-        # Only a slow policy relative to the p95 reads p95 ratios: skip the lookups (a few per trace) otherwise.
-        self._uses_p95 = any(getattr(p, "relative_to_p95", None) is not None for p in policies)
+        slow = [p for p in policies if isinstance(p, SlowPolicy)]
+        # Only slow policies relative to a p95 read p95 figures: skip measuring and looking them up otherwise.
+        self._uses_request_p95 = any(p.relative_to_p95 is not None for p in slow)
+        self._uses_p95 = any(p.stage_relative_to_p95 is not None for p in slow)
+        self.request_latency = RequestLatency(self.config.request_p95_window, self.config.request_p95_min_requests)
         self._clock = clock
         self._pending: OrderedDict[str, TraceSummary] = OrderedDict()  # first-seen order: oldest first
         self._ready: deque[tuple[float, str]] = deque()  # (decide at, trace id), in time order
@@ -255,13 +272,17 @@ class Sampler:
     def _decide(self, trace: TraceSummary, decided_by: str, now: float) -> DecidedTrace:
         self.bytes_held -= trace.bytes_held
         if self._uses_p95:
-            lookup, feature, ratios = self.p95_lookup, trace.feature, trace.p95_ratios
-            for stage, duration_ms in trace.stage_max_ms.items():
+            lookup, feature, stage_p95 = self.p95_lookup, trace.feature, trace.stage_p95_ms
+            for stage in trace.stage_max_ms:
                 p95 = lookup(feature, stage)
-                if p95 is not None and p95 > 0:
-                    ratios[stage] = duration_ms / p95
+                if p95 is not None:
+                    stage_p95[stage] = p95
+        if self._uses_request_p95 and trace.root_duration_ms is not None:
+            trace.request_p95_ms = self.request_latency.p95(trace.tenant, trace.feature)  # before this request
+            self.request_latency.add(trace.tenant, trace.feature, [trace.root_duration_ms])
         outcome = self.policy.decide(trace, now)
         self.counts[_DECIDED[outcome.decision]] += 1
+        self.counts[primary_reason(outcome.decision, outcome.reasons)] += 1
         self.counts["decided_by:" + decided_by] += 1
         first_seq = trace.first_ingest_seq
         self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability, first_seq))
@@ -274,6 +295,7 @@ class Sampler:
             decided_by,
             now,
             first_seq,
+            trace.feature,
         )
 
     def _decide_rows(
@@ -283,23 +305,46 @@ class Sampler:
         if not len(rows):
             return
         columns = block.columns
-        outcome = batch.decide_rows(self.policy, columns, rows, now, self.p95_lookup if self._uses_p95 else None)
+        request_p95 = self._request_p95_of(columns, rows) if self._uses_request_p95 else None
+        outcome = batch.decide_rows(
+            self.policy, columns, rows, now, self.p95_lookup if self._uses_p95 else None, request_p95
+        )
         block.waiting[rows] = False
         block.count -= len(rows)
         released = int(columns.content_bytes[rows].sum())
         block.bytes_held -= released
         self.bytes_held -= released
         trace_ids, tenants, in_batch, remember = columns.trace_id, columns.tenant, self._in_batch, self._remember
+        features = columns.text("feature")
         first_seq = columns.first_ingest_seq
         for i, row in enumerate(rows.tolist()):
             trace_id = trace_ids[row]
             del in_batch[trace_id]
             decision, reasons, probability = outcome.decision[i], outcome.reasons[i], outcome.probability[i]
             remember(trace_id, (decision, reasons, probability, first_seq))
-            out.append(DecidedTrace(tenants[row], trace_id, decision, reasons, probability, decided_by, now, first_seq))
+            out.append(
+                DecidedTrace(
+                    tenants[row], trace_id, decision, reasons, probability, decided_by, now, first_seq, features[row]
+                )
+            )
         for decision, n in Counter(outcome.decision).items():
             self.counts[_DECIDED[decision]] += n
+        self.counts.update(primary_reason(d, r) for d, r in zip(outcome.decision, outcome.reasons, strict=True))
         self.counts["decided_by:" + decided_by] += len(rows)
+
+    def _request_p95_of(self, columns: FragmentColumns, rows: np.ndarray) -> np.ndarray:
+        """Each row's feature's request p95 before that row (NaN: not known yet), the rows' request durations
+        joining their features' windows in row order, as deciding them one by one would."""
+        keys, codes = columns.tenant_features()
+        row_codes = codes[rows]
+        durations = columns.root_duration_ms[rows]
+        p95 = np.full(len(rows), math.nan)
+        order = np.argsort(row_codes, kind="stable")
+        groups, starts = np.unique(row_codes[order], return_index=True)
+        for code, chunk in zip(groups.tolist(), np.split(order, starts[1:]), strict=True):
+            tenant, feature = keys[code]
+            p95[chunk] = self.request_latency.p95_then_add(tenant, feature, durations[chunk])
+        return p95
 
     def _remember(self, trace_id: str, decision: _Remembered) -> None:
         if self.config.decision_cache_size == 0:
@@ -317,5 +362,15 @@ class Sampler:
         self.counts["late_spans_kept"] += fragment.span_count
         # the first sequence of the whole trace, not of this fragment: the copy re-reads all of its spans
         return [
-            DecidedTrace(fragment.tenant, fragment.trace_id, decision, reasons, probability, "late", now, first_seq)
+            DecidedTrace(
+                fragment.tenant,
+                fragment.trace_id,
+                decision,
+                reasons,
+                probability,
+                "late",
+                now,
+                first_seq,
+                fragment.feature,
+            )
         ]

@@ -122,8 +122,10 @@ class TraceSummary:
     root_duration_ms: float | None = None
     complete_at_s: float | None = None  # root seen: decide at this time (grace for late children)
     stage_max_ms: dict[str, float] = field(default_factory=dict)
-    # Per stage, the largest duration / recent p95 of its (feature, stage); absent while the p95 is unknown.
-    p95_ratios: dict[str, float] = field(default_factory=dict)
+    # Set by the sampler as the trace is decided, from figures measured before it arrived (absent while unknown):
+    # the recent p95 of the feature's whole requests, and of each (feature, stage) when a stage rule asks for it.
+    request_p95_ms: float | None = None
+    stage_p95_ms: dict[str, float] = field(default_factory=dict)
     min_top1_score: float | None = None
     min_similarity_gap: float | None = None
     max_norm_deviation: float | None = None
@@ -145,6 +147,7 @@ class TraceSummary:
             fragment.root_duration_ms if fragment.root_seen else None,
             None,
             dict(fragment.stage_max_ms),
+            None,
             {},
             fragment.min_top1_score,
             fragment.min_similarity_gap,

@@ -62,6 +62,8 @@ def arrow_type(ch_type: str) -> pa.DataType:
     inner = rest[:-1]
     if head in ("LowCardinality", "Nullable"):
         return arrow_type(inner)
+    if head == "SimpleAggregateFunction":  # stored as its value type: (function, type)
+        return arrow_type(_split_args(inner)[1])
     if head == "Array":
         return pa.list_(arrow_type(inner))
     if head == "Map":

@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from sinks.backend import quote_string
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -207,6 +207,19 @@ ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cost_known", "SimpleAggregateFunction(sum, UInt64)"),  # spans whose cost was known (coverage)
 )
 
+# The tail sampler's decisions per minute (when decided), so the report and the dashboard show the kept share by
+# reason. A kept trace counts under its first reason (policies in configured order), so the shares add up; a
+# skipped trace has reason '' ('budget' when only the budget refused it), a dropped one its drop rule's name.
+SAMPLING_TABLE = "sampling_1m"
+SAMPLING_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("minute", "DateTime"),
+    ("tenant", "LowCardinality(String)"),
+    ("feature", "LowCardinality(String)"),
+    ("outcome", "LowCardinality(String)"),  # keep | skip | drop
+    ("reason", "LowCardinality(String)"),
+    ("traces", "SimpleAggregateFunction(sum, UInt64)"),
+)
+
 HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
@@ -224,6 +237,7 @@ SHARDING_KEYS: dict[str, str] = {
     "alerts": "cityHash64(alert_id)",
     ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
     HOUR_ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
+    SAMPLING_TABLE: "cityHash64(tenant, feature)",
 }
 
 # Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
@@ -243,6 +257,7 @@ TENANT_TABLES = (
     ROLLUP_TABLE,
     HOUR_ROLLUP_TABLE,
     f"{HOUR_ROLLUP_TABLE}_mv",
+    SAMPLING_TABLE,
     # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
     *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
 )
@@ -343,6 +358,7 @@ TTL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("alerts", "fired_at", "alerts_days"),
     (ROLLUP_TABLE, "minute", "rollups_days"),
     (HOUR_ROLLUP_TABLE, "hour", "rollups_days"),
+    (SAMPLING_TABLE, "minute", "rollups_days"),
 )
 
 
@@ -578,6 +594,19 @@ def _v5(ddl: Ddl) -> list[str]:
     return [f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"]
 
 
+def _v6(ddl: Ddl, r: Retention) -> list[str]:
+    """The sampler's decisions per minute (`SAMPLING_TABLE`): counted from this version on, not back-filled."""
+    table = ddl.create_table(
+        SAMPLING_TABLE,
+        SAMPLING_COLUMNS,
+        engine=ddl.engine("AggregatingMergeTree", SAMPLING_TABLE),
+        partition_by="toYYYYMM(minute)",
+        order_by="minute, tenant, feature, outcome, reason",
+        ttl=_ttl("minute", r.rollups_days),
+    )
+    return [table, *ddl.distributed(SAMPLING_TABLE)]
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -594,6 +623,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(3, "scores: flags, judge calls, per-claim flags and support, sampling weight", tuple(_v3(ddl))),
         Migration(4, "payloads: prompt messages, context source; scores: context source", tuple(_v4(ddl))),
         Migration(5, "minute rollup fed by the agent after sampling (one call per nested run)", tuple(_v5(ddl))),
+        Migration(6, "sampling decisions per minute, by outcome and first reason", tuple(_v6(ddl, retention))),
     ]
 
 

@@ -48,6 +48,8 @@ from sinks.sampler_sql import (
 from sinks.schema import (
     ALERT_COLUMNS,
     PAYLOAD_COLUMNS,
+    SAMPLING_COLUMNS,
+    SAMPLING_TABLE,
     SCHEMA_VERSION,
     SCORE_COLUMNS,
     TTL_COLUMNS,
@@ -241,6 +243,10 @@ class Store:
     def insert_scores(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str:
         """Judge results, one dict per (trace, metric, judge version) with keys from `schema.SCORE_COLUMNS`."""
         return self._insert_rows("scores", SCORE_COLUMNS, rows, dedup_token)
+
+    def insert_sampling_counts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str:
+        """Sampling decisions per (minute, tenant, feature, outcome, reason): keys of `schema.SAMPLING_COLUMNS`."""
+        return self._insert_rows(SAMPLING_TABLE, SAMPLING_COLUMNS, rows, dedup_token)
 
     def insert_alerts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str:
         """Alert state changes with keys from `schema.ALERT_COLUMNS`."""

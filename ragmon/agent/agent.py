@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,7 +39,8 @@ from ragmon.agent.dashboard import create_dashboard
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
-from ragmon.agent.sampling import Sampler, SamplerConfig
+from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
+from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.writer import StoreWriter
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
@@ -177,12 +179,13 @@ class Agent:
             self.decisions = DecisionSink(
                 self.store, on_copied=self.judging.enqueue if self.judging is not None else None
             )
+            self.tally = SamplingTally(self.store)
             self.writer = StoreWriter(
                 self.intake,
                 self.wal,
                 self.store,
                 self.sampler,
-                self.decisions,
+                self._on_decided,
                 self.data_dir / "state",
                 seq=IngestSeq(agent.instance),
                 batch_max_bytes=agent.insert_batch_max_bytes,
@@ -240,6 +243,10 @@ class Agent:
         if writer is not None:
             writer.stop(timeout_s)
             self.decisions.flush()
+            try:
+                self.tally.flush()
+            except Exception:  # the store went away: a few seconds of counts, said in the log
+                log.exception("could not write the last sampling counts")
         if self.alerting is not None:
             self.alerting.stop(timeout_s)
             self.alerting = None
@@ -254,6 +261,11 @@ class Agent:
             store.close()
         if self._lock is not None:
             self._lock.release()
+
+    def _on_decided(self, decided: list[DecidedTrace]) -> None:
+        """The sampler's decisions: kept traces' text to `payloads` (and the judges), every decision counted."""
+        self.decisions(decided)
+        self.tally(decided)
 
     # -- what the API and the sampler read -------------------------------------------------------------------
     def _report(self, since_s: float, feature: str | None, tenant: str | None) -> list[dict[str, Any]]:
@@ -272,6 +284,13 @@ class Agent:
             except Exception as exc:  # stale figures are fine for a sampling threshold; say so, carry on
                 log.warning("could not refresh recent p95 figures: %s", exc)
         return self._p95.get((feature, stage))
+
+    def _kept_by_reason(self) -> tuple[Counter[str], int]:
+        """Kept traces by first reason, and every trace decided, since start (the sampler's own counts)."""
+        counts = self.sampler.counts
+        kept = Counter({key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("kept:")})
+        decided = sum(n for key, n in counts.items() if key.startswith("decided:"))
+        return kept, decided
 
     # -- /metrics --------------------------------------------------------------------------------------------
     def render_prometheus(self) -> str:
@@ -337,6 +356,20 @@ class Agent:
                 for k, n in sorted(self.decisions.counts.items())
                 if k.split(":")[0] in {"keep", "skip", "drop"}
             ],
+        )
+        kept, decided = self._kept_by_reason()
+        metric(
+            "ragmon_sampler_kept_traces_total",
+            "counter",
+            "Kept traces, by first reason (policies in configured order): these add up to all kept traces.",
+            [(f'{{reason="{reason}"}}', n) for reason, n in sorted(kept.items())],
+        )
+        metric(
+            "ragmon_sampler_kept_share",
+            "gauge",
+            "Share of the traces decided since start that were kept, by first reason (for a window: the rate of "
+            "ragmon_sampler_kept_traces_total over the rate of all decisions).",
+            [(f'{{reason="{reason}"}}', round(n / max(decided, 1), 6)) for reason, n in sorted(kept.items())],
         )
         metric(
             "ragmon_sampler_policy_total",

@@ -153,8 +153,23 @@ def report(args: argparse.Namespace) -> int:
         print(json.dumps(rows, default=str))
     else:
         print(format_report(rows))
+        print(_kept_share_section(args))
         print(_quality_section(args))
     return 0
+
+
+def _kept_share_section(args: argparse.Namespace) -> str:
+    """What the tail sampler kept over the same window, by reason (read like the quality section)."""
+    import time
+
+    from sinks.kept_share import format_kept_share, kept_share_sql, summarise
+
+    end_s = int(time.time())
+    try:
+        rows = _read(args, "query", sql=kept_share_sql(end_s - int(args.since), end_s, args.feature))
+    except CommandError as exc:
+        return f"\ntail sampler: unavailable ({exc})"
+    return "\n" + format_kept_share(summarise(rows))
 
 
 def _quality_section(args: argparse.Namespace) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +36,19 @@ DEMO_RULES: tuple[tuple[str, str, str], ...] = (
     ("error_rate_up", "error_rate", "critical"),
     ("embedding_norm_jump", "norm_deviation", "critical"),
 )
+
+
+# The demo sends a few dozen requests: too few to trust a feature's p95 (the sampler waits for 50), so the demo
+# sets what a user with an SLA would — a request over 250 ms is slow — beside the default policies.
+DEMO_SLA_MS = 250.0
+DEMO_SAMPLING: dict[str, Any] = {
+    "policies": [
+        {"type": "error"},
+        {"type": "slow", "relative_to_p95": 1.0, "trace_threshold_ms": DEMO_SLA_MS},
+        {"type": "retrieval_health"},
+        {"type": "baseline", "rate": 0.05},
+    ]
+}
 
 
 def run_through_agent(
@@ -64,7 +76,7 @@ def run_through_agent(
                 "otlp_http": "127.0.0.1:0",
                 "otlp_grpc": "",
                 "api": "127.0.0.1:0",
-                "sampling": sampling or {},
+                "sampling": DEMO_SAMPLING if sampling is None else sampling,
                 "alerts": {"enabled": False},  # no background evaluation: the demo runs it once, at its own time
             }
         }
@@ -121,16 +133,24 @@ def _settle(agent: Any) -> None:
 
 
 def _print_kept(agent: Any, out: TextIO) -> None:
-    decided = Counter[str]()
-    for key, count in agent.decisions.counts.items():
-        decision = key.split(":", 1)[0]
-        if decision in ("keep", "skip", "drop"):
-            decided[decision] += count
-    rows = agent.store.query("SELECT sampling_reasons FROM payloads FINAL")
-    reasons = Counter(reason for row in rows for reason in row["sampling_reasons"])
-    total = sum(decided.values())
-    why = ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()) or "none"
-    print(f"\ntail sampler: kept the text of {decided['keep']} of {total} traces ({why})", file=out)
+    """What the sampler decided in this run (its own counts: the data dir may hold earlier demo runs), in the
+    words `ragmon report` uses."""
+    from ragmon.agent.sampling import SamplerConfig
+    from sinks.kept_share import format_kept_share, summarise
+
+    rows = []
+    for key, n in agent.sampler.counts.items():
+        if key.startswith("kept:"):
+            rows.append({"feature": "", "outcome": "keep", "reason": key.split(":", 1)[1], "traces": n})
+        elif key in ("decided:skip", "decided:drop"):
+            rows.append({"feature": "", "outcome": key.split(":", 1)[1], "reason": "", "traces": n})
+    print("\n" + format_kept_share(summarise(rows)), file=out)
+    if agent.sampler_config == SamplerConfig.model_validate(DEMO_SAMPLING):
+        print(
+            f"  slow: over the demo's {DEMO_SLA_MS:.0f} ms SLA, or over the feature's recent p95 by 100 ms once it has"
+            " 50 requests (README: Tail sampler)",
+            file=out,
+        )
 
 
 def _fault_free_app(endpoint: str) -> object:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,13 @@ def test_demo_stores_every_span_and_reports_per_feature_and_stage(tmp_path: Path
     demo = _ragmon("demo", "-n", "12", "--error", "search=0.3", "--norm-bug", "--data-dir", str(data))
     assert demo.returncode == 0, demo.stderr
     assert "report (what `ragmon report` shows):" in demo.stdout
-    assert "tail sampler: kept the text of" in demo.stdout
+    # the sampler's line adds up: each kept trace under its first reason; every failed request kept as an error
+    line = next(line for line in demo.stdout.splitlines() if line.startswith("tail sampler: kept the text of"))
+    kept, decided = map(int, re.search(r"kept the text of (\d+) of (\d+) traces", line).groups())  # type: ignore[union-attr]
+    by_reason = {reason: int(n) for reason, n in re.findall(r"(\w+) (\d+) \(", line.split("): ", 1)[1])}
+    failed = int(re.search(r"\d+ requests, (\d+) failed", demo.stdout).group(1))  # type: ignore[union-attr]
+    assert decided == 12 and sum(by_reason.values()) == kept
+    assert by_reason.get("error", 0) == failed > 0
     exported = int(demo.stdout.split("exported ")[1].split(" spans")[0])
     # the agent has stopped: report and query open the embedded store directly. The store also holds the demo's
     # synthetic history hour (service ragmon-demo-history); the live run is service ragmon-demo.
@@ -30,6 +37,11 @@ def test_demo_stores_every_span_and_reports_per_feature_and_stage(tmp_path: Path
     )
     assert count.returncode == 0, count.stderr
     assert json.loads(count.stdout) == {"n": exported}
+    text = _ragmon("report", "--since", "2h", "--data-dir", str(data)).stdout  # the store's sampling counts
+    line = next(line for line in text.splitlines() if line.startswith("tail sampler: kept the text of"))
+    stored_kept, stored_decided = map(int, re.search(r"of ([\d,]+) of ([\d,]+) traces", line.replace(",", "")).groups())  # type: ignore[union-attr]
+    assert stored_decided == 12 + 60 * 12  # the live run and the history hour replayed after it
+    assert sum(int(n) for n in re.findall(r"\w+ (\d+) \(", line.split("): ", 1)[1])) == stored_kept
     report = json.loads(_ragmon("report", "--since", "2h", "--json", "--data-dir", str(data)).stdout)
     search = [row for row in report if row["stage"] == "search"]
     live_search = _ragmon(

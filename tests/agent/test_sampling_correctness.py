@@ -8,6 +8,7 @@ import random
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from ragmon._otlp import encode_spans
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
 from sinks import Store, open_store
+from sinks.kept_share import kept_share_sql, summarise
 
 TRACES = 3000
 BASELINE = 0.01
@@ -113,6 +115,16 @@ def test_errors_and_slow_traces_all_kept_baseline_within_its_interval(tmp_path: 
         agent.stop()  # decides everything still held, copies kept payloads
     rows = store.query("SELECT trace_id, sampling_reasons FROM payloads FINAL", max_rows=100_000)
     kept = {row["trace_id"]: set(row["sampling_reasons"]) for row in rows}
+
+    # the kept share by reason, as `ragmon report` and /metrics show it: each kept trace under its first reason
+    first_reasons = Counter(row["sampling_reasons"][0] for row in rows)
+    summary = summarise(store.query(kept_share_sql(0, int(time.time()) + 60), max_rows=10_000))
+    assert (summary["decided"], summary["kept"]) == (TRACES, len(kept))
+    assert summary["kept_by_reason"] == dict(first_reasons) and set(first_reasons) == {"error", "slow", "baseline"}
+    metrics = agent.render_prometheus()
+    for reason, n in first_reasons.items():
+        assert f'ragmon_sampler_kept_traces_total{{reason="{reason}"}} {n}' in metrics
+        assert f'ragmon_sampler_kept_share{{reason="{reason}"}} {round(n / TRACES, 6)}' in metrics
     for wanted in ("error", "slow"):
         ids = {t for t, k in kinds.items() if k == wanted}
         assert ids and ids <= set(kept), f"{len(ids - set(kept))} {wanted} traces were not kept"

@@ -16,7 +16,7 @@ from judges.store_adapter import StoreScoreSink
 from ragmon.agent.commands import format_quality
 from sinks import Store, open_store
 from sinks.quality import assemble_quality, kept_estimate, quality_sql, weighted_estimate
-from sinks.schema import SCORE_COLUMNS_V3
+from sinks.schema import SCHEMA_VERSION, SCORE_COLUMNS_V3
 
 NOW_S = 1_800_000_000  # a fixed clock for the window; rows are stamped relative to it
 
@@ -77,7 +77,7 @@ def test_migration_adds_the_v3_score_columns_to_an_older_table(store: Store) -> 
         f"INSERT INTO {db}.scores (tenant, trace_id, metric, judge_version, value, status, scored_at)"
         " VALUES ('t', 'a', 'faithfulness', 'local:test', 1.0, 'ok', now64(3))"
     )
-    assert store.migrate() == 5  # the latest version: v4's columns were there already
+    assert store.migrate() == SCHEMA_VERSION  # the latest version: v4's columns were there already
     columns = store.query(
         "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = 'scores' ORDER BY position",
         {"db": db},

@@ -11,7 +11,7 @@ from ragmon.model import SPAN_COLUMNS
 from sinks import Retention, Store, Topology, open_store
 from sinks.arrow import to_table
 from sinks.chhttp import ClickHouseHttpServer
-from sinks.schema import ROLLUP_ORDER, TTL_COLUMNS, Step, bootstrap_statements, migrations
+from sinks.schema import ROLLUP_ORDER, SCHEMA_VERSION, TTL_COLUMNS, Step, bootstrap_statements, migrations
 
 
 def test_spans_columns_come_from_the_model(store: Store) -> None:
@@ -24,7 +24,7 @@ def test_spans_columns_come_from_the_model(store: Store) -> None:
 
 def test_migrations_are_recorded_once_and_rerun_safely(store: Store) -> None:
     db = store.topology.database
-    assert store.migrate() == 5
+    assert store.migrate() == SCHEMA_VERSION
     views = store.query(
         "SELECT name FROM system.tables WHERE database = {db:String} AND engine = 'MaterializedView'", {"db": db}
     )

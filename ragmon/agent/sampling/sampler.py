@@ -66,11 +66,9 @@ class DecidedTrace:
     feature: str = ""
 
 
-def primary_reason(decision: Decision, reasons: tuple[str, ...]) -> str:
-    """The counter key of a decision: a kept trace under its first reason, so shares by reason add up."""
-    if decision is Decision.KEEP:
-        return "kept:" + (reasons[0] if reasons else "")
-    return _DECIDED[decision]
+def kept_key(reasons: tuple[str, ...]) -> str:
+    """The counter key of a kept trace: its first reason, so kept shares by reason add up to the kept share."""
+    return "kept:" + (reasons[0] if reasons else "")
 
 
 @dataclass(slots=True, eq=False)
@@ -282,7 +280,8 @@ class Sampler:
             self.request_latency.add(trace.tenant, trace.feature, [trace.root_duration_ms])
         outcome = self.policy.decide(trace, now)
         self.counts[_DECIDED[outcome.decision]] += 1
-        self.counts[primary_reason(outcome.decision, outcome.reasons)] += 1
+        if outcome.decision is Decision.KEEP:
+            self.counts[kept_key(outcome.reasons)] += 1
         self.counts["decided_by:" + decided_by] += 1
         first_seq = trace.first_ingest_seq
         self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability, first_seq))
@@ -329,7 +328,9 @@ class Sampler:
             )
         for decision, n in Counter(outcome.decision).items():
             self.counts[_DECIDED[decision]] += n
-        self.counts.update(primary_reason(d, r) for d, r in zip(outcome.decision, outcome.reasons, strict=True))
+        self.counts.update(
+            kept_key(r) for d, r in zip(outcome.decision, outcome.reasons, strict=True) if d is Decision.KEEP
+        )
         self.counts["decided_by:" + decided_by] += len(rows)
 
     def _request_p95_of(self, columns: FragmentColumns, rows: np.ndarray) -> np.ndarray:

@@ -162,6 +162,11 @@ def test_dashboard_draws_the_demo_and_opens_a_kept_trace(agent: AgentProcess, pa
     quality = _plotted(page, "chart-quality")
     assert quality and all(0 <= v <= 1 for t in quality for v in t["values"])
     assert int(page.text_content(".kpi:first-child .kpi-value").replace(",", "")) >= 30
+    sampling = _dashboard_json(agent, "overview", since_s="3600")["sampling"]  # the demo's and the probe's decisions
+    assert sampling["decided"] > 20 and 0 < sampling["kept"] == sum(sampling["kept_by_reason"].values())
+    kept_note = page.locator(".kpi", has_text="Kept with text").locator(".kpi-note").text_content()
+    assert kept_note.startswith(f"{sampling['kept']:,} of {sampling['decided']:,}: ")
+    assert {part.split(" ")[0] for part in kept_note.split(": ", 1)[1].split(" · ")} == set(sampling["kept_by_reason"])
 
     # The probe's text is shown as text: no element injected, no script run.
     probe_row = page.locator("tr.trace-row", has_text="xss-probe").first

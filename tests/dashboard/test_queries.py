@@ -4,6 +4,7 @@ model, quality weighted by 1 / inclusion probability, open alerts, kept traces a
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -96,6 +97,54 @@ def test_overview_totals_stage_figures_and_cost_per_feature_and_model(any_store:
     assert chat["totals"]["requests"] == 1
     assert {c["feature"] for c in chat["cost"]} == {"chat"}
     assert chat["features"] == ["chat", "docs-qa"]  # the selector still lists every feature
+
+
+def test_overview_has_the_kept_share_by_first_reason(any_store: Store) -> None:
+    minute = datetime.fromtimestamp(BASE_S + 600, UTC)
+    too_old = datetime.fromtimestamp(NOW_S - 7200, UTC)
+    any_store.insert_sampling_counts(
+        [
+            {
+                "minute": minute,
+                "tenant": "acme",
+                "feature": "docs-qa",
+                "outcome": outcome,
+                "reason": reason,
+                "traces": n,
+            }
+            for outcome, reason, n in (
+                ("keep", "error", 2),
+                ("keep", "slow", 3),
+                ("keep", "baseline", 5),
+                ("skip", "", 90),
+            )
+        ]
+        + [
+            {"minute": minute, "tenant": "acme", "feature": "chat", "outcome": "keep", "reason": "error", "traces": 1},
+            {"minute": minute, "tenant": "acme", "feature": "chat", "outcome": "skip", "reason": "", "traces": 9},
+            {
+                "minute": minute,
+                "tenant": "globex",
+                "feature": "chat",
+                "outcome": "keep",
+                "reason": "error",
+                "traces": 50,
+            },
+            {"minute": too_old, "tenant": "acme", "feature": "chat", "outcome": "keep", "reason": "slow", "traces": 70},
+        ]
+    )
+    queries = _queries(any_store)
+    assert queries.overview(3600, "acme")["sampling"] == {
+        "decided": 110,
+        "kept": 11,
+        "kept_by_reason": {"error": 3, "baseline": 5, "slow": 3},
+    }
+    assert queries.overview(3600, "acme", "chat")["sampling"] == {
+        "decided": 10,
+        "kept": 1,
+        "kept_by_reason": {"error": 1},
+    }
+    assert queries.overview(3600, None)["sampling"]["kept_by_reason"]["error"] == 53  # no keys: every tenant
 
 
 def test_quality_is_weighted_by_inverse_inclusion_probability(any_store: Store) -> None:

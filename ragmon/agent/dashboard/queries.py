@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from sinks.schema import DURATION_LEVELS, DURATION_STATE
+from sinks.kept_share import summarise
+from sinks.schema import DURATION_LEVELS, DURATION_STATE, SAMPLING_TABLE
 
 # Chart buckets: the smallest of these that gives at most ~_TARGET_POINTS points over the window. Buckets that
 # are whole hours read the hourly rollup; shorter ones the per-minute rollup (its finest grain is a minute).
@@ -106,6 +107,7 @@ class DashboardQueries:
                 tenant,
             )
         ]
+        sampling = self._kept_share(since_s, tenant, feature)
         request = next((stage for stage in stages if stage["stage"] == "request"), None)
         costs = [row["cost_usd"] for row in rows if row["cost_usd"] is not None]
         return {
@@ -120,7 +122,21 @@ class DashboardQueries:
             },
             "stages": stages,
             "cost": _cost_per_model(rows),
+            "sampling": {key: sampling[key] for key in ("decided", "kept", "kept_by_reason")},
         }
+
+    def _kept_share(self, since_s: float, tenant: str | None, feature: str | None) -> dict[str, Any]:
+        """The tail sampler's decisions in the window: how many traces, how many kept, by first reason."""
+        params = self._buckets(since_s)
+        where = "minute >= toDateTime({start_s:Int64}) AND minute <= toDateTime({end_s:Int64})"
+        where += _feature_filter(feature, params)
+        rows = self._read(
+            f"SELECT feature, outcome, reason, sum(traces) AS traces FROM {SAMPLING_TABLE} WHERE {where}"
+            " GROUP BY feature, outcome, reason",
+            params,
+            tenant,
+        )
+        return summarise(rows)
 
     def _buckets(self, since_s: float) -> dict[str, Any]:
         """{step, start_s, end_s} of the chart buckets for a window ending now (start on a step boundary)."""

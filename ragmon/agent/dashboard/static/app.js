@@ -329,18 +329,25 @@
     ]);
   }
 
-  function drawKpis(overview, traces, alerts) {
+  function drawKpis(overview, alerts) {
     const t = overview.totals;
     const node = $("kpis");
     clear(node);
-    const kept = traces.length;
     const severe = alerts.filter((a) => a.severity === "critical" || a.severity === "error").length;
     node.appendChild(kpi("Requests", fmtInt(t.requests), fmtInt(t.errors) + " failed"));
     node.appendChild(kpi("Error rate", fmtPct(t.error_rate), "of requests", t.error_rate > 0.05 ? "bad" : ""));
     node.appendChild(kpi("p95 latency", fmtMs(t.p95_ms), "whole request"));
     node.appendChild(kpi("Cost", fmtUsd(t.cost_usd), t.cost_usd === null ? "no priced calls" : "in the window"));
-    node.appendChild(kpi("Kept traces", fmtInt(kept) + (kept >= 100 ? "+" : ""), "with their text"));
+    node.appendChild(keptShareKpi(overview.sampling));
     node.appendChild(kpi("Open alerts", fmtInt(alerts.length), severe ? severe + " severe" : "", alerts.length ? "warn" : "good"));
+  }
+
+  // The tail sampler's kept share: each kept trace under its first reason, so the parts add up to the whole.
+  function keptShareKpi(sampling) {
+    const share = sampling.decided ? sampling.kept / sampling.decided : null;
+    const parts = Object.entries(sampling.kept_by_reason).map(([reason, n]) => reason + " " + fmtPct(n / sampling.decided));
+    const note = sampling.decided ? fmtInt(sampling.kept) + " of " + fmtInt(sampling.decided) + (parts.length ? ": " + parts.join(" · ") : "") : "no traces decided";
+    return kpi("Kept with text", fmtPct(share), note);
   }
 
   function drawFeatures(features) {
@@ -429,7 +436,7 @@
       showSection("overview");
       $("signout").hidden = !sessionStorage.getItem(KEY_STORAGE);
       drawFeatures(overview.features);
-      drawKpis(overview, traces, alerts);
+      drawKpis(overview, alerts);
       drawLatency(latency);
       drawStages(overview);
       drawQuality(quality);

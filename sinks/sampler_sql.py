@@ -256,3 +256,19 @@ SELECT feature, stage, {merge}(duration_q)[{index}] AS p95_ms
 FROM {ddl.table(ROLLUP_TABLE)}
 WHERE minute >= toStartOfMinute(now() - {{window_s:UInt32}}) AND minute <= now()  -- not spans stamped ahead
 GROUP BY feature, stage"""
+
+
+def recent_request_durations_sql(ddl: Ddl) -> str:
+    """Params: window_s (UInt32), per_feature (UInt32). The durations of the latest root spans per (tenant,
+    feature) over the last `window_s` seconds, oldest first: what a restarted sampler seeds each feature's request
+    p95 with, so a restart does not leave "slow" unjudged for a feature's first requests."""
+    return f"""
+SELECT tenant, feature, arrayReverse(groupArray(duration_ms)) AS durations_ms
+FROM (
+    SELECT tenant, feature, duration_ms
+    FROM {ddl.table("spans")}
+    WHERE {_ROOT} AND start_time >= now() - {{window_s:UInt32}}
+    ORDER BY start_time DESC
+    LIMIT {{per_feature:UInt32}} BY tenant, feature
+)
+GROUP BY tenant, feature"""

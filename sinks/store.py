@@ -43,6 +43,7 @@ from sinks.sampler_sql import (
     kept_count_sql,
     payloads_for_judging_sql,
     recent_p95_sql,
+    recent_request_durations_sql,
     trace_fragments_sql,
 )
 from sinks.schema import (
@@ -417,6 +418,13 @@ class Store:
         """(feature, stage) → p95 duration in ms over the last `window_s` seconds, from the per-minute rollup."""
         rows = self._select(recent_p95_sql(self._ddl), {"window_s": int(window_s)}, readonly=True)
         return {(r["feature"], r["stage"]): float(r["p95_ms"]) for r in rows if r["p95_ms"] == r["p95_ms"]}
+
+    def recent_request_durations(self, window_s: int, per_feature: int) -> dict[tuple[str, str], list[float]]:
+        """(tenant, feature) → the durations (ms) of its latest `per_feature` root spans of the last `window_s`
+        seconds, oldest first (`sampler_sql.recent_request_durations_sql`)."""
+        params = {"window_s": int(window_s), "per_feature": int(per_feature)}
+        rows = self._select(recent_request_durations_sql(self._ddl), params, readonly=True)
+        return {(r["tenant"], r["feature"]): [float(d) for d in r["durations_ms"]] for r in rows}
 
     # --- reads ------------------------------------------------------------------------------------------
 

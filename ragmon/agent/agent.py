@@ -49,6 +49,7 @@ from sinks import Store, open_store
 log = logging.getLogger("ragmon.agent")
 
 _P95_REFRESH_S = 10.0
+_REQUEST_HISTORY_S = 3600  # how far back a restarted sampler looks for each feature's recent requests
 
 
 class DataDirInUse(RuntimeError):
@@ -171,6 +172,7 @@ class Agent:
             )
             self.intake = WalIntake(self.wal, max_backlog_bytes=agent.backlog_max_bytes)
             self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
+            self._seed_request_latency()
             self.judging = None
             if self.settings.judge.run_in_agent:
                 from ragmon.agent.judging import JudgeService
@@ -261,6 +263,18 @@ class Agent:
             store.close()
         if self._lock is not None:
             self._lock.release()
+
+    def _seed_request_latency(self) -> None:
+        """Each feature's recent requests from the store, so "slow" holds across a restart (else a feature's
+        first 50 requests after it are judged by the SLA only). A store that cannot answer costs only that."""
+        window = self.sampler.request_latency
+        try:
+            recent = self.store.recent_request_durations(_REQUEST_HISTORY_S, window.window)
+        except Exception as exc:
+            log.warning("could not read recent request durations (slow starts cold): %s", exc)
+            return
+        for (tenant, feature), durations_ms in recent.items():
+            window.add(tenant, feature, durations_ms)
 
     def _on_decided(self, decided: list[DecidedTrace]) -> None:
         """The sampler's decisions: kept traces' text to `payloads` (and the judges), every decision counted."""

@@ -132,6 +132,15 @@ def test_errors_and_slow_traces_all_kept_baseline_within_its_interval(tmp_path: 
     baseline = sum(1 for reasons in kept.values() if "baseline" in reasons)
     sd = math.sqrt(TRACES * BASELINE * (1 - BASELINE))
     assert abs(baseline - TRACES * BASELINE) <= 4 * sd  # a 4-sigma binomial interval
+    # a restarted agent seeds each feature's request p95 from the store, so "slow" does not start cold
+    (tenant,) = {row["tenant"] for row in store.query("SELECT DISTINCT tenant FROM spans")}
+    restarted = Agent(settings, store=store).start()
+    try:
+        window = restarted.sampler.request_latency.window
+        expected = float(np.percentile(np.array(durations[-window:]) + 0.002, 95))  # a root lasts its call + 2 µs
+        assert restarted.sampler.request_latency.p95(tenant, "qa") == pytest.approx(expected, rel=1e-6)
+    finally:
+        restarted.stop()
     (row,) = [r for r in store.report(3600) if r["feature"] == "qa" and r["stage"] == "generate"]
     assert row["requests"] == TRACES  # every span's numbers are stored, kept or not
     exact_p95 = float(np.quantile(durations, 0.95))

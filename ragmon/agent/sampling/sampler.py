@@ -277,7 +277,7 @@ class Sampler:
                     stage_p95[stage] = p95
         if self._uses_request_p95 and trace.root_duration_ms is not None:
             trace.request_p95_ms = self.request_latency.p95(trace.tenant, trace.feature)  # before this request
-            self.request_latency.add(trace.tenant, trace.feature, [trace.root_duration_ms])
+            self.request_latency.add_one(trace.tenant, trace.feature, trace.root_duration_ms)
         outcome = self.policy.decide(trace, now)
         self.counts[_DECIDED[outcome.decision]] += 1
         if outcome.decision is Decision.KEEP:

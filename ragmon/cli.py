@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -39,6 +40,10 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
         _lazy("ragmon.agent.commands", "add_report_arguments", "report"),
     ),
     "query": ("run read-only SQL against the store", _lazy("ragmon.agent.commands", "add_query_arguments", "query")),
+    "schema": (
+        "the tables and columns `ragmon query` reads, with notes and an example each",
+        _lazy("ragmon.agent.commands", "add_schema_arguments", "schema"),
+    ),
     "migrate": (
         "create or upgrade the store's schema; --cluster NAME for a ClickHouse cluster",
         _lazy("ragmon.agent.migrate", "add_migrate_arguments", "migrate"),
@@ -67,23 +72,38 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
 }
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, tuple[argparse.ArgumentParser, Command]]]:
     parser = argparse.ArgumentParser(prog="ragmon", description="Monitoring for RAG apps, built on OpenTelemetry.")
     parser.add_argument("--version", action="version", version=f"ragmon {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    handlers: dict[str, Command] = {}
+    commands: dict[str, tuple[argparse.ArgumentParser, Command]] = {}
     for name, (help_text, builder) in _COMMANDS.items():
-        handlers[name] = builder(subparsers.add_parser(name, help=help_text, description=help_text))
-    return parser, handlers
+        subparser = subparsers.add_parser(name, help=help_text, description=help_text)
+        commands[name] = (subparser, builder(subparser))
+    return parser, commands
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, handlers = build_parser()
-    args = parser.parse_args(argv)
+    parser, commands = build_parser()
+    # Known arguments first: an unknown flag is then reported by its subcommand's parser, with that command's usage
+    # (argparse's top-level `parse_args` answers a mistyped `ragmon report --sinse` with `ragmon`'s usage).
+    args, unknown = parser.parse_known_args(argv)
     if args.command is None:
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         parser.print_help()
         return 2
-    return handlers[args.command](args)
+    subparser, command = commands[args.command]
+    if unknown:
+        subparser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return command(args)
+    except BrokenPipeError:
+        # the reader went away (`ragmon report | head -5`): what it read was what it wanted. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -43,3 +43,12 @@ def test_readme_sampling_config_is_valid(tmp_path: Path) -> None:
     sampling = SamplerConfig.model_validate(load_settings(config_file=config, env={}).agent.sampling)
     assert [p.type for p in sampling.policies] == ["attribute", "error", "slow", "retrieval_health", "baseline"]
     assert sampling.budget.traces_per_s == 50
+
+
+def test_the_readme_tables_section_is_the_schema() -> None:
+    """The README lists every table and column users query exactly as `ragmon schema --markdown` renders them
+    from the schema source; after a schema change, regenerate the section with that command."""
+    from sinks.schema_doc import render_markdown
+
+    section = README.split("<!-- schema:start -->\n", 1)[1].split("<!-- schema:end -->", 1)[0]
+    assert section == render_markdown()

@@ -59,7 +59,10 @@ def parse_duration_s(text: str) -> float:
     match = _DURATION.match(text)
     if not match:
         raise argparse.ArgumentTypeError(f"expected a duration like 30m, 1h or 7d, got {text!r}")
-    return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+    if seconds <= 0:  # an empty window reads nothing and says so as "no data", which misleads
+        raise argparse.ArgumentTypeError(f"a window must be longer than zero, got {text!r}")
+    return seconds
 
 
 def _store_options(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +87,9 @@ def _settings(args: argparse.Namespace, **agent: Any) -> Any:
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--otlp-http", metavar="HOST:PORT", help="OTLP/HTTP receiver (default 127.0.0.1:4318)")
     parser.add_argument("--otlp-grpc", metavar="HOST:PORT", help="OTLP/gRPC receiver (default 127.0.0.1:4317)")
-    parser.add_argument("--api", metavar="HOST:PORT", help="report/query API (default 127.0.0.1:4320)")
+    parser.add_argument(
+        "--api", metavar="HOST:PORT", help="the dashboard (at /) and the report/query API (default 127.0.0.1:4320)"
+    )
     parser.add_argument(
         "--instance", type=int, help="this agent's number (0-4095), distinct per agent sharing one ClickHouse"
     )
@@ -111,7 +116,8 @@ def serve(args: argparse.Namespace) -> int:
     if settings.agent.otlp_grpc:
         print(f"                        OTLP/gRPC {settings.agent.otlp_grpc}", flush=True)
     assert agent.api is not None
-    print(f"                        API {agent.api.url} (health, metrics at the OTLP/HTTP port /metrics)", flush=True)
+    print(f"                        dashboard {agent.api.url}/ (and the report/query API)", flush=True)
+    print("                        health and metrics at the OTLP/HTTP port: /health, /metrics", flush=True)
     print(f"store: {store}; Ctrl-C to stop", flush=True)
     stopping = threading.Event()
 
@@ -287,9 +293,21 @@ def _ms(value: Any) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+# -- schema ------------------------------------------------------------------------------------------------------
+def add_schema_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--markdown", action="store_true", help="as the README's Tables section")
+
+
+def schema(args: argparse.Namespace) -> int:
+    from sinks.schema_doc import render_markdown, render_text
+
+    print(render_markdown() if args.markdown else render_text(), end="")
+    return 0
+
+
 # -- query -------------------------------------------------------------------------------------------------------
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sql", help="a read-only SELECT over spans, payloads, scores, alerts, spans_1m")
+    parser.add_argument("sql", help="a read-only SELECT over the tables `ragmon schema` lists")
     parser.add_argument("--json", action="store_true", help="one JSON object per row, one per line")
     _store_options(parser)
 

@@ -1,0 +1,52 @@
+"""The `ragmon` command as a user meets it in a shell: errors name the subcommand, a closed pipe is not an error,
+an empty window is refused, and the schema is one command away."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _ragmon(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ragmon.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_mistyped_flag_shows_the_subcommands_usage() -> None:
+    run = _ragmon("report", "--sinse", "1h")
+    assert run.returncode == 2
+    assert run.stderr.startswith("usage: ragmon report ")
+    assert "ragmon report: error: unrecognized arguments: --sinse 1h" in run.stderr
+
+
+def test_an_empty_window_is_refused() -> None:
+    for window in ("0m", "0"):
+        run = _ragmon("report", "--since", window)
+        assert run.returncode == 2
+        assert "a window must be longer than zero" in run.stderr
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    assert _ragmon("migrate", "--data-dir", str(tmp_path)).returncode == 0
+    sql = "SELECT number, repeat('x', 100) AS pad FROM numbers(9000)"
+    command = [sys.executable, "-m", "ragmon.cli", "query", sql, "--data-dir", str(tmp_path)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    # ~1 MB of rows, far more than a pipe buffers: the writer is still writing when `| head -1` goes away
+    assert process.stdout.readline() == "number\tpad\n"
+    process.stdout.close()
+    assert process.wait(timeout=120) == 0
+    with process.stderr:
+        assert "Traceback" not in process.stderr.read()
+
+
+def test_schema_lists_the_tables_users_query() -> None:
+    run = _ragmon("schema")
+    assert run.returncode == 0, run.stderr
+    tables = [line.split(":")[0] for line in run.stdout.splitlines() if line and not line.startswith(" ")]
+    assert tables == ["spans", "payloads", "scores", "alerts", "spans_1m", "sampling_1m"]
+    assert "  value " in run.stdout.split("scores:")[1].split("alerts:")[0]  # scores.value, not "score"

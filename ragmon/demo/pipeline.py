@@ -103,12 +103,8 @@ def run_through_agent(
             f'ragmon query "SELECT stage, count() FROM spans GROUP BY stage" --data-dir {data_dir}',
             file=out,
         )
-        api_url = agent.api.url if agent.api is not None else "http://127.0.0.1:4320"
-        print(
-            f"dashboard: {api_url}/ (served while this demo's agent runs; afterwards"
-            f" `ragmon serve --data-dir {data_dir}` serves it, on http://127.0.0.1:4320/ by default)",
-            file=out,
-        )
+        # not this agent's address: it stops with the demo, and a URL that dies as it is printed helps no one
+        print(f"dashboard: `ragmon serve --data-dir {data_dir}`, then open http://127.0.0.1:4320/", file=out)
         return int(exit_code)
     finally:
         agent.stop()

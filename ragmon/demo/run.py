@@ -203,7 +203,13 @@ def print_report(spans: Sequence[ReadableSpan], *, out: TextIO = sys.stdout, sho
                 f"{sum(costs):.6f}" if costs else "-",
             ]
         )
+    print("the app's own spans, per stage (before they reach the agent):", file=out)
     _table(["stage", "spans", "errors", "p50 ms", "p95 ms", "cost $"], summary, out, numeric={1, 2, 3, 4, 5})
+    if all(_cost(s.attributes or {}) in (None, 0.0) for s in spans):
+        print(
+            "cost $ 0: the demo's embedder and generator run locally and are free (--llm-base-url prices a real model)",
+            file=out,
+        )
 
 
 # --- CLI ----------------------------------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def test_demo_stores_every_span_and_reports_per_feature_and_stage(tmp_path: Path
     assert "drift: baseline = 60 min of synthetic history" in demo.stdout
     alerts_section = demo.stdout.split("alerts the injected faults raised")[1]
     assert "embedding_norm_jump" in alerts_section
-    assert alerts_section.rstrip().splitlines()[-1].startswith("dashboard: http://127.0.0.1:")
+    assert alerts_section.rstrip().splitlines()[-1] == (
+        f"dashboard: `ragmon serve --data-dir {tmp_path / 'demo'}`, then open http://127.0.0.1:4320/"
+    )
     listed = _ragmon("alerts", "--json", "--data-dir", str(data))
     assert listed.returncode == 0, listed.stderr
     norm = [a for a in json.loads(listed.stdout) if a["rule"] == "embedding_norm_jump"]
@@ -89,8 +91,14 @@ def test_the_default_demo_ends_with_the_alerts_its_faults_raised(tmp_path: Path)
     # Exactly the README's first command (default fault mix, default request count), in a temporary data dir.
     demo = _ragmon("demo", "--data-dir", str(tmp_path / "demo"))
     assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "the app's own spans, per stage (before they reach the agent):" in demo.stdout  # the first table's title
+    assert "cost $ 0: the demo's embedder and generator run locally and are free" in demo.stdout
+    kept = next(line for line in demo.stdout.splitlines() if line.startswith("tail sampler: kept the text of"))
+    assert re.search(r"slow \d+ \(", kept), kept  # the slowed requests are over the demo's SLA: kept as slow
     alerts_section = demo.stdout.split("alerts the injected faults raised")[1]
     firing = [line for line in alerts_section.splitlines() if line.startswith("firing")]
     assert firing, alerts_section
     assert any("latency_p95_up" in line and "/generate" in line for line in firing), firing  # the slowed stage
-    assert alerts_section.rstrip().splitlines()[-1].startswith("dashboard: http://127.0.0.1:")
+    assert alerts_section.rstrip().splitlines()[-1] == (
+        f"dashboard: `ragmon serve --data-dir {tmp_path / 'demo'}`, then open http://127.0.0.1:4320/"
+    )

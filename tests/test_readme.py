@@ -18,12 +18,15 @@ def test_readme_sdk_example_runs(captured) -> None:
     example = _python_blocks()[0]
     namespace: dict[str, object] = {}
     exec(compile(example, "README.md", "exec"), namespace)
-    cap = captured()  # re-point ragmon at an in-memory exporter; the example's configure used the default endpoint
+    cap = captured(capture_content=True)  # in memory, configured as the example is (it used the default endpoint)
     assert namespace["answer"]("how do I install?", [0.6, 0.8]) == "Run pip install ragmon."
     stages = cap.by_stage()
     assert sorted(stages) == ["embed", "generate", "request", "rerank", "search"]
     assert stages["generate"].attributes["llm.cost.total"] > 0
     assert stages["search"].attributes["ragmon.retrieval.top1_score"] == 0.82
+    # the passage text the judges read rides along when content capture is on (the example turns it on)
+    texts = stages["search"].attributes["ragmon.retrieval.document_texts"]
+    assert texts is not None and tuple(texts) == ("Install with pip install ragmon.", "...")  # type: ignore[arg-type]
 
 
 def test_readme_commands_use_the_ci_marker() -> None:

@@ -50,3 +50,12 @@ def test_schema_lists_the_tables_users_query() -> None:
     tables = [line.split(":")[0] for line in run.stdout.splitlines() if line and not line.startswith(" ")]
     assert tables == ["spans", "payloads", "scores", "alerts", "spans_1m", "sampling_1m"]
     assert "  value " in run.stdout.split("scores:")[1].split("alerts:")[0]  # scores.value, not "score"
+
+
+def test_alerts_on_a_fresh_store_say_the_rules_need_history(tmp_path: Path) -> None:
+    assert _ragmon("migrate", "--data-dir", str(tmp_path)).returncode == 0
+    run = _ragmon("alerts", "--data-dir", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    first, note = run.stdout.splitlines()
+    assert first == "no open or recent alerts"
+    assert "need about an hour of traffic before they can fire" in note and note.endswith("this store has none yet")

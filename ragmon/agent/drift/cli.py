@@ -80,7 +80,26 @@ def alerts(args: argparse.Namespace) -> int:
         print(json.dumps(items, default=str))
     else:
         print(format_alerts(items))
+        if not items:
+            print(_history_note(args))
     return 0
+
+
+# The default rules' baselines: 60 one-minute windows of history for most signals, 24 fifteen-minute windows for
+# judged quality (`default_rules.py`, `rules.py`). Before that, a rule cannot fire, whatever happens.
+_HISTORY_NEEDED = "the default rules need about an hour of traffic before they can fire (judged quality: six hours)"
+
+
+def _history_note(args: argparse.Namespace) -> str:
+    """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has."""
+    commands = _commands()
+    why = "  drift rules compare recent traffic with a baseline of earlier traffic"
+    try:
+        (row,) = commands._read(args, "query", sql="SELECT uniqExact(minute) AS minutes FROM spans_1m")
+    except (commands.CommandError, ValueError):
+        return f"{why}: {_HISTORY_NEEDED}"
+    minutes = int(row["minutes"])
+    return f"{why}: {_HISTORY_NEEDED}; this store has " + (f"traffic in {minutes} minute(s)" if minutes else "none yet")
 
 
 def _extra(row: Mapping[str, Any], name: str) -> Any:

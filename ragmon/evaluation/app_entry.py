@@ -17,6 +17,8 @@ exception fails the row (recorded, the run goes on). Example: ``ragmon.evaluatio
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,6 +34,11 @@ def load_entry_point(spec: str) -> AppFn:
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise EvalInputError(f"--app must look like module:function, got {spec!r}")
+    # The `ragmon` script's sys.path starts at its own bin directory, not where it was run: import the app from
+    # the current directory first, as `python -m` would (`--app my_app:answer` beside my_app.py).
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:

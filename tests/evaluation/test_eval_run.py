@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,15 @@ def test_entry_point_errors_are_clear() -> None:
     ):
         with pytest.raises(EvalInputError, match=message):
             load_entry_point(spec)
+
+
+def test_the_app_is_imported_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `python -m` would: the `ragmon` script's sys.path starts at its bin directory, not where it runs."""
+    (tmp_path / "worse_app_for_this_test.py").write_text("def answer(row):\n    return 'from the working directory'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    answer = load_entry_point("worse_app_for_this_test:answer")
+    assert answer(None) == "from the working directory"
 
 
 def test_cli_run_writes_a_results_file_the_gate_compares(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

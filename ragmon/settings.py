@@ -80,7 +80,7 @@ class AgentSettings(_Section):
 
     otlp_http: str = "127.0.0.1:4318"
     otlp_grpc: str = "127.0.0.1:4317"  # "" turns the gRPC receiver off
-    api: str = "127.0.0.1:4320"  # report/query API (and, later, the dashboard)
+    api: str = "127.0.0.1:4320"  # the dashboard and the report/query API
     data_dir: Path = Path(".ragmon")
     clickhouse_url: str | None = None
     # A ClickHouse cluster behind clickhouse_url, whose schema `ragmon migrate --cluster NAME` created: the agent

@@ -3,6 +3,7 @@ an empty window is refused, and the schema is one command away."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,19 @@ def test_alerts_on_a_fresh_store_say_the_rules_need_history(tmp_path: Path) -> N
     first, note = run.stdout.splitlines()
     assert first == "no open or recent alerts"
     assert "need about an hour of traffic before they can fire" in note and note.endswith("this store has none yet")
+
+
+def test_a_taken_port_names_its_flag_and_leaves_no_data_dir_behind(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data_dir = tmp_path / "new"
+        run = _ragmon(
+            "serve", "--data-dir", str(data_dir), "--otlp-http", f"127.0.0.1:{port}", "--api", "127.0.0.1:0"
+        )
+    assert run.returncode == 2
+    assert f"ragmon serve: --otlp-http 127.0.0.1:{port} is already in use" in run.stderr
+    assert "Errno" not in run.stderr
+    assert not data_dir.exists()

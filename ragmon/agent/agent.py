@@ -39,6 +39,7 @@ from ragmon.agent.dashboard import create_dashboard
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
+from ragmon.agent.ports import check_ports_free
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.writer import StoreWriter
@@ -77,8 +78,7 @@ class DataDirLock:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
-            owner = read_owner(self.data_dir)
-            raise DataDirInUse(f"{self.data_dir} is in use by another ragmon process ({owner or 'unknown'})") from None
+            raise DataDirInUse(f"{self.data_dir} is in use by {describe_owner(read_owner(self.data_dir))}") from None
         self._file = handle
 
     def publish(self, info: dict[str, Any]) -> None:
@@ -100,6 +100,16 @@ def read_owner(data_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return loaded if isinstance(loaded, dict) else None
+
+
+def describe_owner(owner: dict[str, Any] | None) -> str:
+    """'ragmon process 1234 (dashboard and API at http://…)', for messages about a taken data directory."""
+    if not owner:
+        return "another ragmon process (it has not said where its API listens yet)"
+    described = f"ragmon process {owner.get('pid', '?')}"
+    if owner.get("api"):
+        described += f" (dashboard and API at {owner['api']})"
+    return described + "; stop it or pass another --data-dir"
 
 
 class DataDirUnavailable(RuntimeError):
@@ -144,6 +154,7 @@ class Agent:
     # -- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> Agent:
         agent = self.settings.agent
+        check_ports_free(self._listen_addresses())  # before the data directory is created or locked
         if self._lock is not None:
             self._lock.acquire()
         try:
@@ -205,6 +216,11 @@ class Agent:
             self.stop()
             raise
         return self
+
+    def _listen_addresses(self) -> list[tuple[str, str, int]]:
+        agent = self.settings.agent
+        flags = [("--otlp-http", agent.otlp_http), ("--otlp-grpc", agent.otlp_grpc), ("--api", agent.api)]
+        return [(flag, *split_host_port(address, flag)) for flag, address in flags if address]
 
     def _start_receivers(self) -> None:
         agent = self.settings.agent

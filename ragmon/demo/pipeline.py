@@ -85,7 +85,7 @@ def run_through_agent(
     try:
         agent.start()
     except DataDirInUse as exc:
-        print(f"ragmon demo: {exc}; pass --data-dir to use another directory", file=sys.stderr)
+        print(f"ragmon demo: {exc}", file=sys.stderr)
         return 2
     try:
         endpoint = f"http://127.0.0.1:{agent.receivers[0].port}"

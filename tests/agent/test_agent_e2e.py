@@ -175,7 +175,8 @@ def test_a_second_agent_on_the_same_data_dir_is_refused(agent: AgentProcess) -> 
         timeout=60,
     )
     assert result.returncode == 2
-    assert "in use by another ragmon process" in result.stderr
+    assert f"in use by ragmon process {agent.process.pid} (dashboard and API at {agent.api})" in result.stderr
+    assert "{" not in result.stderr  # the owner is described, not printed as a dict
 
 
 def _encoded_requests(count: int, spans_per_request: int) -> list[tuple[bytes, set[str]]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +35,18 @@ _HEADERS = {
 
 ReportFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, feature, tenant
 QueryFn = Callable[[str, "str | None"], list[dict[str, Any]]]  # sql, tenant
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that drops a request (a closed tab, a reload) is normal, not a 20-line traceback on
+        stderr; anything else is logged once, through the agent's log."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            return
+        log.error("API connection from %s failed", client_address[0], exc_info=error)
 
 
 class ApiServer:
@@ -112,6 +125,8 @@ class ApiServer:
                     self._reply(400, {"error": str(exc)})
                 except StoreError as exc:
                     self._reply(503 if exc.retryable else 400, {"error": str(exc)})
+                except ConnectionError:
+                    raise  # the client went away mid-reply: nothing to answer (see _QuietServer)
                 except Exception as exc:  # a bug here must not take the agent down
                     log.exception("API request failed")
                     self._reply(500, {"error": f"internal error: {type(exc).__name__}"})
@@ -140,8 +155,7 @@ class ApiServer:
         self.query = query
         self.auth = auth
         self.dashboard = dashboard
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _QuietServer((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="ragmon-api", daemon=True)
 
     @property

@@ -1,0 +1,50 @@
+"""The agent's API server when a client goes away mid-reply (a closed tab, `curl` stopped): no traceback on
+stderr, no error in the log, and the next request is answered."""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import socket
+import struct
+import threading
+
+import pytest
+
+from collectors.auth import ApiKeyAuth
+from ragmon.agent.api import ApiServer
+
+
+def test_a_client_that_drops_a_reply_is_not_an_error(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    answered = threading.Event()
+    handlers: list[threading.Thread] = []
+
+    def report(since_s: float, feature: str | None, tenant: str | None) -> list[dict[str, str]]:
+        handlers.append(threading.current_thread())
+        answered.set()
+        return [{"feature": "x" * 1000}] * 20_000  # ~20 MB: far more than the socket buffers hold
+
+    server = ApiServer("127.0.0.1", 0, report, lambda *a: [], ApiKeyAuth()).start()
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="ragmon.agent"):
+            client = socket.create_connection((host, int(port)))
+            client.sendall(b"GET /api/report HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert answered.wait(30)
+            client.recv(1024)  # the reply has started
+            # Close with a reset rather than a FIN, as a browser tearing down a tab does: the server's next
+            # write fails at once.
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+            handlers[0].join(30)  # the failed reply is handled (or reported) before we look
+            assert not handlers[0].is_alive()
+            conn = http.client.HTTPConnection(host, int(port), timeout=30)
+            conn.request("GET", "/health")
+            assert conn.getresponse().status == 200
+            conn.close()
+    finally:
+        server.stop()
+    assert "Traceback" not in capsys.readouterr().err
+    assert [record.getMessage() for record in caplog.records] == []

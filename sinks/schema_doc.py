@@ -11,9 +11,11 @@ import inspect
 import re
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from ragmon import model
 from sinks import schema
+from sinks.errors import QueryRejected
 
 # ("name", "Type"),  # note   — one column per line, as the column lists are written
 _COLUMN_LINE = re.compile(r'^\s*\("(?P<name>\w+)",\s*"[^"]*"\),\s*#\s*(?P<note>.+?)\s*$')
@@ -107,6 +109,17 @@ def tables() -> list[TableDoc]:
             " GROUP BY outcome, reason",
         ),
     ]
+
+
+def described_with_notes(table: str, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`DESCRIBE table` rows (name, type) with each column's note from this documentation; no rows means no
+    such table, which says so rather than printing nothing."""
+    if not columns:
+        raise QueryRejected(
+            f"no table {table!r} in this store; `SHOW TABLES` lists them, `ragmon schema` explains them"
+        )
+    notes = next((doc.notes for doc in tables() if doc.name == table), {})
+    return [{**column, "note": notes.get(column["name"], "")} for column in columns]
 
 
 def render_text() -> str:

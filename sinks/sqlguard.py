@@ -11,16 +11,49 @@ then `EXPLAIN AST` of the normalised text is checked:
 - no scalar function that reads outside the database (`file('…')` reads a file in chDB).
 
 What runs is the normalised text that was checked. The backend then executes it on a read-only connection.
+
+`DESCRIBE [TABLE] t` and `SHOW TABLES`, the first things a newcomer types, are read as the SELECTs over `system`
+they mean (`metadata_select`); those SELECTs then pass the same checks.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sinks.errors import QueryRejected, StoreError
 
 ALLOWED_TABLE_FUNCTIONS = frozenset({"numbers", "numbers_mt", "zeros", "zeros_mt", "generateSeries", "values", "null"})
 FORBIDDEN_FUNCTIONS = frozenset({"file", "url", "s3", "remote", "remoteSecure", "executable", "input", "getSetting"})
+
+
+_DESCRIBE = re.compile(
+    r"\s*(?:DESCRIBE|DESC)\s+(?:TABLE\s+)?(?:`?(?P<database>\w+)`?\.)?`?(?P<table>\w+)`?\s*;?\s*", re.IGNORECASE
+)
+_SHOW_TABLES = re.compile(r"\s*SHOW\s+TABLES\s*;?\s*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class MetadataSelect:
+    sql: str
+    table: str | None  # the described table; None for SHOW TABLES
+
+
+def metadata_select(sql: str) -> MetadataSelect | None:
+    """The SELECT that `DESCRIBE t` or `SHOW TABLES` stands for, over this store's database; None for other text.
+    Names are bare identifiers (`\\w+`), so they can be quoted as literals as they are."""
+    if _SHOW_TABLES.fullmatch(sql):
+        return MetadataSelect("SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name", None)
+    described = _DESCRIBE.fullmatch(sql)
+    if described:
+        database = f"'{described['database']}'" if described["database"] else "currentDatabase()"
+        return MetadataSelect(
+            "SELECT name, type FROM system.columns "
+            f"WHERE database = {database} AND table = '{described['table']}' ORDER BY position",
+            described["table"],
+        )
+    return None
 
 
 def _nodes(ast_text: str) -> list[tuple[int, str]]:

@@ -63,7 +63,8 @@ from sinks.schema import (
     retention_statement,
     ttl_expression,
 )
-from sinks.sqlguard import normalise_and_check
+from sinks.schema_doc import described_with_notes
+from sinks.sqlguard import metadata_select, normalise_and_check
 
 INSERT_SETTINGS: dict[str, int] = {
     "async_insert": 0,
@@ -458,12 +459,24 @@ class Store:
         return assemble_quality(self._select(sql, settings=settings, readonly=True))
 
     def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, *, tenant: str | None = None, max_rows: int = 10_000
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+        max_rows: int = 10_000,
+        cut_at_max_rows: bool = False,
     ) -> list[dict[str, Any]]:
-        """Run a user's read-only SELECT (`ragmon query`). Raises QueryRejected for anything else.
+        """Run a user's read-only SELECT (`ragmon query`; `DESCRIBE t` and `SHOW TABLES` read as their SELECTs
+        over `system`). Raises QueryRejected for anything else.
 
+        Past `max_rows` result rows the engine stops: an error by default, or with `cut_at_max_rows` the first
+        `max_rows + 1` rows, the extra one telling the caller there were more.
         With `tenant`, the engine filters every tenant-bearing table to that tenant (`additional_table_filters`).
         """
+        metadata = metadata_select(sql)
+        if metadata is not None:
+            sql = metadata.sql
         params = dict(params or {})
 
         def run_text(text: str, text_params: dict[str, Any]) -> str:
@@ -471,10 +484,15 @@ class Store:
             return "\n".join(str(v) for v in table.column(0).to_pylist())
 
         checked = normalise_and_check(sql, run_text, params)
-        settings: dict[str, Any] = {"max_result_rows": max_rows, "result_overflow_mode": "throw"}
+        # "break" stops at the first block past the cap (up to ~65k rows more), so the cut is ours to make.
+        overflow = "break" if cut_at_max_rows else "throw"
+        settings: dict[str, Any] = {"max_result_rows": max_rows, "result_overflow_mode": overflow}
         if tenant is not None:
             settings.update(tenant_filter_settings(self.topology, tenant))
-        return self._select(checked, params, settings=settings, readonly=True)
+        rows = self._select(checked, params, settings=settings, readonly=True)
+        if metadata is not None and metadata.table is not None:
+            rows = described_with_notes(metadata.table, rows)
+        return rows[: max_rows + 1] if cut_at_max_rows else rows
 
     def close(self) -> None:
         if self._insert_pool is not None:

@@ -76,3 +76,24 @@ def test_a_taken_port_names_its_flag_and_leaves_no_data_dir_behind(tmp_path: Pat
     assert f"ragmon serve: --otlp-http 127.0.0.1:{port} is already in use" in run.stderr
     assert "Errno" not in run.stderr
     assert not data_dir.exists()
+
+
+def test_query_cuts_at_max_rows_and_says_so(tmp_path: Path) -> None:
+    assert _ragmon("migrate", "--data-dir", str(tmp_path)).returncode == 0
+    run = _ragmon("query", "SELECT number FROM numbers(100000)", "--max-rows", "3", "--data-dir", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["number", "0", "1", "2"]
+    assert "the result has more than 3 rows" in run.stderr and "TOO_MANY_ROWS" not in run.stderr
+    whole = _ragmon("query", "SELECT number FROM numbers(3)", "--max-rows", "3", "--data-dir", str(tmp_path))
+    assert whole.stdout.splitlines() == ["number", "0", "1", "2"] and whole.stderr == ""
+    assert _ragmon("query", "SELECT 1", "--max-rows", "0", "--data-dir", str(tmp_path)).returncode == 2
+
+
+def test_query_describes_tables(tmp_path: Path) -> None:
+    assert _ragmon("migrate", "--data-dir", str(tmp_path)).returncode == 0
+    run = _ragmon("query", "DESCRIBE scores", "--data-dir", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "name\ttype\tnote"
+    assert "value\t" in run.stdout
+    missing = _ragmon("query", "DESCRIBE score", "--data-dir", str(tmp_path))
+    assert missing.returncode == 2 and "no table 'score'" in missing.stderr

@@ -301,8 +301,8 @@ class Agent:
     def _report(self, since_s: float, feature: str | None, tenant: str | None) -> list[dict[str, Any]]:
         return self.store.report(since_s, feature=feature, tenant=tenant)
 
-    def _query(self, sql: str, tenant: str | None) -> list[dict[str, Any]]:
-        return self.store.query(sql, tenant=tenant)
+    def _query(self, sql: str, tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
+        return self.store.query(sql, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)
 
     def _recent_p95(self, feature: str, stage: str) -> float | None:
         """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the sampling thread."""

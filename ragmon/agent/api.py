@@ -3,7 +3,9 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
 
     GET  /health                                  {"status": "ok"}
     GET  /api/report?since_s=3600[&feature=F]     the report rows (see `ragmon report --json`)
-    POST /api/query   {"sql": "SELECT …"}         rows as JSON objects; read-only, checked by the store
+    POST /api/query   {"sql": "SELECT …"[, "max_rows": N]}
+                                                  rows as JSON objects; read-only, checked by the store; past
+                                                  max_rows (default 10,000) the first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
 """
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ragmon.agent")
 
 _MAX_QUERY_BODY_BYTES = 1024 * 1024
+_DEFAULT_MAX_ROWS, _MAX_ROWS = 10_000, 1_000_000
 _HEADERS = {
     "Content-Type": "application/json",
     "X-Content-Type-Options": "nosniff",
@@ -34,7 +37,7 @@ _HEADERS = {
 }
 
 ReportFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, feature, tenant
-QueryFn = Callable[[str, "str | None"], list[dict[str, Any]]]  # sql, tenant
+QueryFn = Callable[[str, "str | None", int], list[dict[str, Any]]]  # sql, tenant, max_rows (then one more)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -100,13 +103,16 @@ class ApiServer:
                     self._reply(413, {"error": "query body too large"})
                     return
                 try:
-                    sql = json.loads(self.rfile.read(length) or b"{}")["sql"]
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    sql, max_rows = body["sql"], body.get("max_rows", _DEFAULT_MAX_ROWS)
                     if not isinstance(sql, str):
                         raise TypeError("sql must be a string")
+                    if type(max_rows) is not int or not 1 <= max_rows <= _MAX_ROWS:
+                        raise TypeError(f"max_rows must be an integer from 1 to {_MAX_ROWS}")
                 except (ValueError, KeyError, TypeError) as exc:
-                    self._reply(400, {"error": f'expected {{"sql": "SELECT ..."}}: {exc}'})
+                    self._reply(400, {"error": f'expected {{"sql": "SELECT ...", "max_rows": N}}: {exc}'})
                     return
-                self._run(lambda: api.query(sql, tenant))
+                self._run(lambda: api.query(sql, tenant, max_rows))
 
             def _tenant(self) -> tuple[bool, str | None]:
                 """(allowed, tenant): tenant None = every tenant (no keys configured); refusals are answered."""

@@ -309,15 +309,33 @@ def schema(args: argparse.Namespace) -> int:
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sql", help="a read-only SELECT over the tables `ragmon schema` lists")
     parser.add_argument("--json", action="store_true", help="one JSON object per row, one per line")
+    parser.add_argument(
+        "--max-rows",
+        type=_row_cap,
+        default=10_000,
+        help=f"print at most this many rows, saying so when the result has more (default 10000, at most {MAX_ROWS})",
+    )
     _store_options(parser)
+
+
+MAX_ROWS = 1_000_000  # a result the agent holds in memory at once to answer
+
+
+def _row_cap(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_ROWS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_ROWS}")
+    return value
 
 
 def query(args: argparse.Namespace) -> int:
     try:
-        rows = _read(args, "query", sql=args.sql)
+        rows = _read(args, "query", sql=args.sql, max_rows=args.max_rows)
     except CommandError as exc:
         print(f"ragmon query: {exc}", file=sys.stderr)
         return 2
+    more = len(rows) > args.max_rows
+    rows = rows[: args.max_rows]
     if args.json:
         for row in rows:
             print(json.dumps(row, default=str))
@@ -326,6 +344,12 @@ def query(args: argparse.Namespace) -> int:
         print("\t".join(columns))
         for row in rows:
             print("\t".join("" if row[c] is None else str(row[c]) for c in columns))
+    if more:
+        print(
+            f"ragmon query: the result has more than {args.max_rows} rows; these are the first "
+            "(add a LIMIT, aggregate, or raise --max-rows)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -369,7 +393,7 @@ def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[s
     try:
         if what == "report":
             return store.report(params["since_s"], feature=params.get("feature"))
-        return store.query(params["sql"])
+        return store.query(params["sql"], max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True)
     except StoreError as exc:
         raise CommandError(str(exc)) from exc
     finally:
@@ -388,7 +412,7 @@ def _ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None)
             query_string += f"&feature={quote(params['feature'])}"
         request = urllib.request.Request(f"{api}/api/report?{query_string}", headers=headers)
     else:
-        body = json.dumps({"sql": params["sql"]}).encode()
+        body = json.dumps({"sql": params["sql"], "max_rows": params.get("max_rows", 10_000)}).encode()
         request = urllib.request.Request(f"{api}/api/query", data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=60) as response:

@@ -153,6 +153,21 @@ def test_data_survives_a_restart(tmp_path: Path) -> None:
         second.stop()
 
 
+def test_query_through_the_agent_cuts_at_max_rows(agent: AgentProcess) -> None:
+    sql, data_dir = "SELECT number FROM numbers(100000)", str(agent.data_dir)
+    result = subprocess.run(
+        [sys.executable, "-m", "ragmon.cli", "query", sql, "--max-rows", "5", "--data-dir", data_dir],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["number", "0", "1", "2", "3", "4"]
+    assert "the result has more than 5 rows" in result.stderr
+    assert "spans\n" in _cli("query", "SHOW TABLES", "--data-dir", data_dir)
+
+
 def test_a_second_agent_on_the_same_data_dir_is_refused(agent: AgentProcess) -> None:
     result = subprocess.run(
         [

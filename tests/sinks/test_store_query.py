@@ -52,6 +52,28 @@ def test_row_cap(store: Store) -> None:
         store.query("SELECT number FROM numbers(100)", max_rows=10)
 
 
+def test_row_cap_can_cut_and_say_there_were_more(store: Store) -> None:
+    # The engine stops a block past the cap (up to ~65k rows); the store hands back the cap and one row more.
+    assert len(store.query("SELECT number FROM numbers(200000)", max_rows=10, cut_at_max_rows=True)) == 11
+    assert len(store.query("SELECT number FROM numbers(10)", max_rows=10, cut_at_max_rows=True)) == 10
+
+
+def test_describe_and_show_tables_read_as_their_selects(store: Store) -> None:
+    db = store.topology.database
+    tables = [row["name"] for row in store.query("SHOW TABLES")]
+    assert {"spans", "scores", "payloads", "spans_1m"} <= set(tables)
+    for statement in ("DESCRIBE scores", f"desc table {db}.scores;", "DESCRIBE `scores`"):
+        columns = {row["name"]: row for row in store.query(statement)}
+        assert "value" in columns and "score" not in columns
+        assert columns["value"]["type"].startswith(("Float", "Nullable(Float"))
+    spans = {row["name"]: row["note"] for row in store.query("DESCRIBE spans")}
+    assert spans["parent_span_id"] == "'' for a root"  # the note from the schema source, as `ragmon schema` has it
+    with pytest.raises(QueryRejected, match="no table 'nosuch'"):
+        store.query("DESCRIBE nosuch")
+    with pytest.raises(QueryRejected):
+        store.query("DESCRIBE spans; DROP TABLE spans")
+
+
 def test_tenant_filter_reaches_every_table_and_subquery(store: Store) -> None:
     db = store.topology.database
     store.insert_spans(make_batch(10, seed=23, tenants=("acme", "globex")))

@@ -2,7 +2,7 @@
 embedded store has one owner. Same API keys as the receivers; a key sees only its tenant's rows.
 
     GET  /health                                  {"status": "ok"}
-    GET  /api/report?since_s=3600[&feature=F]     the report rows (see `ragmon report --json`)
+    GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`)
     POST /api/query   {"sql": "SELECT …"[, "max_rows": N]}
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows

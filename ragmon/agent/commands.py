@@ -145,7 +145,11 @@ def serve(args: argparse.Namespace) -> int:
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=parse_duration_s, default=3600.0, help="window, e.g. 15m, 1h, 7d (default 1h)")
     parser.add_argument("--feature", help="only this feature")
-    parser.add_argument("--json", action="store_true", help="a JSON array of rows (a stable contract)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...]}, the sections of the text',
+    )
     _store_options(parser)
 
 
@@ -155,30 +159,43 @@ def report(args: argparse.Namespace) -> int:
     except CommandError as exc:
         print(f"ragmon report: {exc}", file=sys.stderr)
         return 2
+    sampling, sampling_error = _kept_share(args)
+    quality, quality_error = _quality(args)
     if args.json:
-        print(json.dumps(rows, default=str))
-    else:
-        print(format_report(rows))
-        print(_kept_share_section(args))
-        print(_quality_section(args))
+        unavailable = {"sampling": sampling_error, "quality": quality_error}
+        document = {
+            "since_s": args.since,
+            "feature": args.feature,
+            "stages": rows,
+            "sampling": sampling,
+            "quality": quality,
+            "unavailable": {section: error for section, error in unavailable.items() if error},
+        }
+        print(json.dumps(document, default=str))
+        return 0
+    from sinks.kept_share import format_kept_share
+
+    print(format_report(rows))
+    print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
+    print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
     return 0
 
 
-def _kept_share_section(args: argparse.Namespace) -> str:
+def _kept_share(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str]:
     """What the tail sampler kept over the same window, by reason (read like the quality section)."""
     import time
 
-    from sinks.kept_share import format_kept_share, kept_share_sql, summarise
+    from sinks.kept_share import kept_share_sql, summarise
 
     end_s = int(time.time())
+    sql = kept_share_sql(end_s - int(args.since), end_s, args.feature)
     try:
-        rows = _read(args, "query", sql=kept_share_sql(end_s - int(args.since), end_s, args.feature))
+        return summarise(_read(args, "query", sql=sql)), ""
     except CommandError as exc:
-        return f"\ntail sampler: unavailable ({exc})"
-    return "\n" + format_kept_share(summarise(rows))
+        return None, str(exc)
 
 
-def _quality_section(args: argparse.Namespace) -> str:
+def _quality(args: argparse.Namespace) -> tuple[list[dict[str, Any]] | None, str]:
     """Judged quality over the same window, read with the query path (a running agent's API too). A store or
     agent that cannot answer it (older schema, no scores table) costs this section, never the report."""
     import time
@@ -188,10 +205,9 @@ def _quality_section(args: argparse.Namespace) -> str:
     end_s = int(time.time())
     sql = quality_sql(end_s - int(args.since), end_s, args.feature)
     try:
-        rows = assemble_quality(_read(args, "query", sql=sql))
+        return assemble_quality(_read(args, "query", sql=sql)), ""
     except CommandError as exc:
-        return f"\njudged quality: unavailable ({exc})"
-    return "\n" + format_quality(rows)
+        return None, str(exc)
 
 
 def format_quality(rows: list[dict[str, Any]]) -> str:

@@ -83,7 +83,7 @@ def test_real_exporters_over_http_and_grpc_land_in_the_report(agent: AgentProces
     assert agent.wait_for("SELECT count() AS n FROM spans", 24) == 24
     # the report trails the spans: a range is rolled up once the sampler has decided its traces
     assert agent.wait_for("SELECT sum(spans) AS n FROM spans_1m", 24) == 24
-    rows = json.loads(_cli("report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir)))
+    rows = json.loads(_cli("report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir)))["stages"]
     by_key = {(r["feature"], r["stage"]): r for r in rows}
     assert by_key[("docs-qa", "generate")]["requests"] == 5
     assert by_key[("support", "generate")]["error_rate"] == 1.0
@@ -137,6 +137,14 @@ def test_kept_traces_are_judged_inside_the_agent(agent: AgentProcess) -> None:
     assert agent.wait_for("SELECT uniqExact(metric) AS n FROM scores", 4, timeout_s=60) == 4
     rows = agent.query("SELECT metric, status, value FROM scores WHERE metric = 'faithfulness'")
     assert rows[0]["status"] == "ok" and rows[0]["value"] == 1.0  # the answer is the passage's own words
+    # `report --json` carries every section the text report prints: what was kept, and how it was judged.
+    # (The sampler's counts are written every few seconds: wait for them.)
+    assert agent.wait_for("SELECT toUInt64(sum(traces)) AS n FROM sampling_1m WHERE reason = 'error'", 1) == 1
+    report = json.loads(_cli("report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir)))
+    assert report["unavailable"] == {}
+    assert report["sampling"]["kept_by_reason"]["error"] == 1
+    faithfulness = [row for row in report["quality"] if row["metric"] == "faithfulness"]
+    assert faithfulness and faithfulness[0]["feature"] == "docs-qa" and faithfulness[0]["kept"]["mean"] == 1.0
 
 
 def test_data_survives_a_restart(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_demo_stores_every_span_and_reports_per_feature_and_stage(tmp_path: Path
     assert stored_decided == 12 + 60 * 12  # the live run and the history hour replayed after it
     assert sum(int(n) for n in re.findall(r"\w+ (\d+) \(", line.split("): ", 1)[1])) == stored_kept
     report = json.loads(_ragmon("report", "--since", "2h", "--json", "--data-dir", str(data)).stdout)
-    search = [row for row in report if row["stage"] == "search"]
+    search = [row for row in report["stages"] if row["stage"] == "search"]
     live_search = _ragmon(
         "query",
         "SELECT count() AS n FROM spans WHERE service = 'ragmon-demo' AND stage = 'search'",

@@ -351,7 +351,7 @@ def _collect(run: Run) -> None:
             f" WHERE metric = 'faithfulness' AND run_name = '' AND trace_id IN {traces}"
         )
     }
-    run.report = json.loads(_cli("report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir)))
+    run.report = json.loads(_cli("report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir)))["stages"]
     run.report_text = _cli("report", "--since", "1h", "--data-dir", str(agent.data_dir))
 
 

@@ -1,7 +1,8 @@
 """One request whose question, passage and answer carry HTML and script, sent with ragmon's SDK to an agent.
 
 Run as `python -m tests.dashboard.probe_app ENDPOINT API_KEY`. The request fails on purpose so the tail sampler
-keeps it (errors are kept at 100 %) and its text reaches `payloads`, where the dashboard reads it.
+keeps it (errors are kept at 100 %) and its text reaches `payloads`, where the dashboard reads it. A second request
+fails in its model call, before it has an answer.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import ragmon
 from tests.dashboard.known_rows import HOSTILE
 
 FEATURE = "xss-probe"
+FAILING_FEATURE = "failing-probe"
+FAILING_MESSAGE = "the model did not answer within 30 s"
 
 
 def main(endpoint: str, api_key: str) -> int:
@@ -27,6 +30,15 @@ def main(endpoint: str, api_key: str) -> int:
             req.record(answer="answer " + HOSTILE)
             raise RuntimeError("the probe fails on purpose, so its trace is kept")
     except RuntimeError:
+        pass
+    # A request that fails before it has an answer: the trace page must say so, not draw an empty answer.
+    try:
+        with (
+            ragmon.request(FAILING_FEATURE, question="a question the model never answers"),
+            ragmon.generate("gpt-4o-mini", provider="openai"),
+        ):
+            raise TimeoutError(FAILING_MESSAGE)
+    except TimeoutError:
         pass
     ragmon.shutdown(10.0)
     return 0

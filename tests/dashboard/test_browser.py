@@ -23,6 +23,7 @@ import pytest
 
 from tests.agent.harness import REPO, AgentProcess
 from tests.dashboard.known_rows import HOSTILE
+from tests.dashboard.probe_app import FAILING_FEATURE, FAILING_MESSAGE
 from tests.dashboard.probe_app import FEATURE as PROBE_FEATURE
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -91,8 +92,9 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
         probe = _run("-m", "tests.dashboard.probe_app", process.otlp_http, KEY, timeout_s=120)
         assert probe.returncode == 0, probe.stderr[-3000:]
         _wait_until(
-            lambda: any(t["feature"] == PROBE_FEATURE for t in _dashboard_json(process, "traces", since_s="3600")),
-            "the probe trace to be kept",
+            lambda: {PROBE_FEATURE, FAILING_FEATURE}
+            <= {t["feature"] for t in _dashboard_json(process, "traces", since_s="3600")},
+            "the probe traces to be kept",
         )
         phases.append(f"probe kept {time.monotonic() - started:.0f} s")
         _wait_until(lambda: _dashboard_json(process, "quality", since_s="3600")["series"], "judge scores")
@@ -187,6 +189,19 @@ def test_dashboard_draws_the_demo_and_opens_a_kept_trace(agent: AgentProcess, pa
     assert page.evaluate("typeof window.__pwned") == "undefined"
     waterfall = _plotted(page, "chart-waterfall")
     assert len(waterfall[0]["values"]) == 4  # request, embed, search, generate
+    # What went wrong is on the page: the failed span, the exception's type and its message.
+    errors = page.locator("#trace-errors li").all_text_contents()
+    assert errors == ["request xss-probeRuntimeErrorthe probe fails on purpose, so its trace is kept"]
+
+    # A request that failed before answering: the answer box says so instead of standing empty.
+    page.click("a.back")
+    page.wait_for_selector("body[data-loaded=overview]", timeout=30_000)
+    page.locator("tr.trace-row", has_text=FAILING_FEATURE).first.click()
+    page.wait_for_selector("body[data-loaded=trace]", timeout=30_000)
+    assert page.text_content("#trace-answer") == "No answer: the request failed (see the errors above)."
+    assert "missing" in (page.get_attribute("#trace-answer", "class") or "")
+    assert any(FAILING_MESSAGE in text for text in page.locator("#trace-errors li").all_text_contents())
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-error-trace.png"), full_page=True)
 
     # A demo trace the judge scored: waterfall, passages with scores, answer, per-claim verdicts.
     page.click("a.back")
@@ -198,16 +213,17 @@ def test_dashboard_draws_the_demo_and_opens_a_kept_trace(agent: AgentProcess, pa
     assert page.text_content("#trace-answer").strip()
     verdicts = page.locator("#trace-scores .claim .verdict").all_text_contents()
     assert verdicts and all(v.strip() for v in verdicts)
+    # the judge is named as `ragmon report` and `scores.judge_version` name it
+    trace_id = page.url.rsplit("/", 1)[-1]
+    judge_version = _dashboard_json(agent, "trace", id=trace_id)["scores"][0]["judge_version"]
+    assert page.text_content("#trace-judge") == "judge: " + judge_version
     trace_shot = SCREENSHOT_DIR / "dashboard-trace.png"
     page.screenshot(path=str(trace_shot), full_page=True)
     print(f"screenshot: {trace_shot}")
 
     assert page.errors == []  # type: ignore[attr-defined]
-    violations = page.evaluate("window.__cspViolations")
-    # plotly.js tries to inject its map-trace (maplibre) stylesheet at load; the policy blocks it and nothing
-    # here draws maps. Nothing else may be refused, and never a script.
-    unexpected = [v for v in violations if not (v["directive"] == "style-src-elem" and "plotly" in v["source"])]
-    assert unexpected == []
+    # Nothing refused by the page's policy, not even plotly.js's map stylesheet (the page pre-empts it: assets.py).
+    assert page.evaluate("window.__cspViolations") == []
 
 
 def test_another_tenants_key_sees_none_of_the_demo(agent: AgentProcess, page: Any) -> None:

@@ -32,6 +32,7 @@ MAX_WINDOW_S = 400 * 86400  # the rollups' retention
 MAX_TRACES = 500
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _QUESTION_PREVIEW_CHARS = 240
+_ERROR_MESSAGE_CHARS = 2000  # an error message on the trace page; the full text stays in `spans.attributes`
 _MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 _SEVERITY_RANK = "multiIf(severity = 'critical', 0, severity = 'error', 1, severity = 'warning', 2, 3)"
 
@@ -321,7 +322,11 @@ class DashboardQueries:
         spans = self._read(
             "SELECT span_id, parent_span_id, name, stage, toUnixTimestamp64Micro(start_time) AS start_us,"
             " duration_ms, status, error_type, model, provider, input_tokens, output_tokens, cost_usd,"
-            " top1_score, similarity_gap, ttft_ms FROM spans FINAL WHERE trace_id = {trace_id:String}"
+            " top1_score, similarity_gap, ttft_ms,"
+            # what went wrong, in the app's words: the exception's message, else the status description
+            f" if(status = 'error', substring(if(attributes['exception.message'] != '',"
+            f" attributes['exception.message'], attributes['otel.status_description']), 1, {_ERROR_MESSAGE_CHARS}),"
+            " '') AS error_message FROM spans FINAL WHERE trace_id = {trace_id:String}"
             " ORDER BY start_time, span_id",
             params,
             tenant,
@@ -429,6 +434,7 @@ def _waterfall(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "duration_ms": _finite(row["duration_ms"]),
                 "status": row["status"],
                 "error_type": row["error_type"],
+                "error_message": row["error_message"],
                 "model": row["model"],
                 "provider": row["provider"],
                 "input_tokens": int(row["input_tokens"]),

@@ -33,6 +33,7 @@
     const node = document.createElement(tag);
     const opts = options || {};
     if (opts.className) node.className = opts.className;
+    if (opts.id) node.id = opts.id;
     if (opts.text !== undefined && opts.text !== null) node.textContent = String(opts.text);
     if (opts.title) node.title = String(opts.title);
     if (opts.href) node.setAttribute("href", opts.href);
@@ -461,7 +462,7 @@
       if (s.model) parts.push(plotText(s.model));
       if (s.input_tokens || s.output_tokens) parts.push(s.input_tokens + " in / " + s.output_tokens + " out tokens");
       if (s.top1_score !== null) parts.push("rank-1 " + s.top1_score.toFixed(2));
-      if (s.status === "error") parts.push("error " + plotText(s.error_type));
+      if (s.status === "error") parts.push("error " + plotText(s.error_type) + (s.error_message ? ": " + plotText(s.error_message.slice(0, 120)) : ""));
       return parts.join(" · ");
     });
     const ids = spans.map((_, i) => i);
@@ -502,6 +503,15 @@
       facts.appendChild(el("span", { className: "muted", text: p !== null ? "kept with probability " + p.toPrecision(2) + " · weight " + (1 / p).toPrecision(3) : "" }));
     }
     head.appendChild(facts);
+    // What went wrong, span by span: the first thing someone opening an error trace wants to read.
+    if (failed.length) {
+      head.appendChild(el("ul", { className: "span-errors", id: "trace-errors" }, failed.map((s) =>
+        el("li", {}, [
+          el("span", { className: "mono", text: s.name || s.stage }),
+          el("span", { className: "chip reason-error", text: s.error_type || "error" }),
+          el("span", { className: "text", text: s.error_message || "(no message recorded)" }),
+        ]))));
+    }
   }
 
   function drawPassages(trace) {
@@ -578,7 +588,9 @@
       }
       node.appendChild(block);
     }
-    node.appendChild(el("p", { className: "muted small", text: "judge: " + (trace.scores[0].judge_model || trace.scores[0].judge_version) }));
+    // The judge's version, spelled as `ragmon report` and `scores.judge_version` spell it; its model in the tooltip.
+    const judge = trace.scores[0];
+    node.appendChild(el("p", { className: "muted small", id: "trace-judge", text: "judge: " + judge.judge_version, title: judge.judge_model ? "model: " + judge.judge_model : "" }));
   }
 
   function drawTools(trace) {
@@ -595,6 +607,12 @@
     }
   }
 
+  function noAnswer(trace) {
+    if (!trace.kept) return "This trace's text was not kept.";
+    if (trace.spans.some((s) => s.status === "error")) return "No answer: the request failed (see the errors above).";
+    return "(no answer captured)";
+  }
+
   async function loadTrace(traceId) {
     stopRefresh();
     const mine = ++state.seq;
@@ -607,7 +625,9 @@
       drawTraceHead(trace);
       drawWaterfall(trace);
       $("trace-question").textContent = trace.question || (trace.kept ? "(no question captured)" : "This trace's text was not kept.");
-      $("trace-answer").textContent = trace.answer || "";
+      const answer = $("trace-answer");
+      answer.textContent = trace.answer || noAnswer(trace);
+      answer.classList.toggle("missing", !trace.answer);
       drawTools(trace);
       drawScores(trace);
       drawPassages(trace);

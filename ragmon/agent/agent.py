@@ -187,6 +187,7 @@ class Agent:
                 self.data_dir / "state",
                 seq=IngestSeq(agent.instance),
                 batch_max_bytes=agent.insert_batch_max_bytes,
+                decisions_low_water=self.decisions.low_water_seq,
             )
             self.writer.recover()
             self.writer.start()
@@ -242,6 +243,7 @@ class Agent:
         if writer is not None:
             writer.stop(timeout_s)
             self.decisions.flush()
+            writer.save_sampler_cursor_after_decisions()
             try:
                 self.tally.flush()
             except Exception:  # the store went away: a few seconds of counts, said in the log

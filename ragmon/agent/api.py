@@ -130,7 +130,9 @@ class ApiServer:
                     body = json.loads(self.rfile.read(length) or b"{}")
                     if path == "/api/judge/payloads":
                         tenant, trace_ids = body["tenant"], body["trace_ids"]
-                        if not isinstance(tenant, str) or not all(isinstance(t, str) for t in trace_ids):
+                        if not isinstance(tenant, str) or not isinstance(trace_ids, list):
+                            raise TypeError("tenant must be a string, trace_ids a list")
+                        if not all(isinstance(t, str) for t in trace_ids):
                             raise TypeError("tenant and trace_ids must be strings")
                     else:
                         rows = body["rows"]

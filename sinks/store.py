@@ -415,12 +415,13 @@ class Store:
         rows = self._select(payloads_for_judging_sql(self._ddl), params, readonly=True)
         return {row["trace_id"]: row for row in rows}
 
-    def unjudged_payloads(self, limit: int = 100_000) -> list[dict[str, Any]]:
-        """Kept traces with no online score yet (tenant, trace_id, feature, sampling_reason,
-        inclusion_probability), oldest first, at most `limit`: the judge queue's start-up catch-up."""
+    def unjudged_payloads(self, since_s: float = 7 * 86400, limit: int = 100_000) -> list[dict[str, Any]]:
+        """Kept traces of the last `since_s` seconds with no online score yet (tenant, trace_id, feature,
+        sampling_reason, inclusion_probability), oldest first, at most `limit`: the judge queue's start-up
+        catch-up."""
         rows = self._select(
             unjudged_payloads_sql(self._ddl),
-            {"limit": int(limit)},
+            {"since_s": int(since_s), "limit": int(limit)},
             settings={"distributed_product_mode": "local"},
             readonly=True,
         )

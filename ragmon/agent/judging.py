@@ -4,10 +4,10 @@
   queued, and — with `judge.run_in_agent` (the default) — runs the judge worker in-process. With it off, the
   agent still enqueues every kept trace for the configured judge's version, and `ragmon judge` workers take them.
 - Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`).
-- The catch-up: traces with a payload but no online score and no queue item of any judge version (kept while
-  nothing queued them — an older agent with `run_in_agent = false`, a failed enqueue, a kill -9 between the copy
-  and the enqueue). Idempotent: the queue key and the "no item of any version" check make a second start, or a
-  trace already judged, a no-op.
+- The catch-up: traces of the last week with a payload but no online score and no queue item of any judge
+  version (kept while nothing queued them — an older agent with `run_in_agent = false`, a failed enqueue, a
+  kill -9 between the copy and the enqueue). Idempotent: the queue key and the "no item of any version" check
+  make a second start, or a trace already judged, a no-op.
 - `JudgeEndpoints`: what a `ragmon judge` worker beside this agent reads and writes through the agent's API when
   the embedded store is the agent's alone (payloads of leased traces, score rows). Those endpoints expose every
   tenant's payloads, so they ask for a token the agent writes into the data directory (mode 0600) at each start:
@@ -39,6 +39,9 @@ log = logging.getLogger("ragmon.agent")
 
 JUDGE_TOKEN_FILE = "judge-api.token"
 CATCH_UP_LIMIT = 100_000  # traces per start; a larger backlog is caught up over the next starts, and said so
+# How far back the catch-up looks: a kept trace older than a week is judged by `ragmon backeval` if at all (its
+# score would land on a day the report has long shown), and the window bounds the catch-up's memory in the store.
+CATCH_UP_WINDOW_S = 7 * 86400
 
 
 class JudgeService:
@@ -123,7 +126,7 @@ class Judging:
         """Queue kept traces that have no online score and were never queued; returns how many. A store that
         cannot answer costs only the catch-up (said in the log), never the start."""
         try:
-            rows = store.unjudged_payloads(CATCH_UP_LIMIT)
+            rows = store.unjudged_payloads(CATCH_UP_WINDOW_S, CATCH_UP_LIMIT)
         except Exception as exc:
             log.warning("could not look for kept traces never queued for judging: %s", exc)
             return 0

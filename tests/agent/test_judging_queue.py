@@ -70,12 +70,12 @@ def test_run_in_agent_false_still_queues_every_kept_trace(tmp_path: Path, store:
     assert {item["feature"] for item in items} <= {"", "docs-qa"}
 
 
-def _payload(trace_id: str) -> dict[str, Any]:
+def _payload(trace_id: str, age_s: float = 0.0) -> dict[str, Any]:
     return {
         "tenant": "default",
         "trace_id": trace_id,
         "feature": "docs-qa",
-        "start_time": time.time_ns(),
+        "start_time": time.time_ns() - int(age_s * 1e9),
         "question": "q",
         "answer": "a",
         "passages": [{"id": "d", "score": 0.5, "text": "p"}],
@@ -88,7 +88,8 @@ def _payload(trace_id: str) -> dict[str, Any]:
 def test_start_up_queues_kept_traces_never_queued_once(tmp_path: Path, store: Store) -> None:
     lost = [f"{i:032x}" for i in range(1, 6)]  # kept while nothing queued them
     scored, queued_elsewhere = f"{100:032x}", f"{101:032x}"
-    store.insert_payloads([_payload(t) for t in [*lost, scored, queued_elsewhere]])
+    too_old = f"{102:032x}"  # past the catch-up's week: `ragmon backeval` judges that if anyone does
+    store.insert_payloads([_payload(t) for t in [*lost, scored, queued_elsewhere]] + [_payload(too_old, 8 * 86400)])
     store.insert_scores(
         [
             {
@@ -112,7 +113,7 @@ def test_start_up_queues_kept_traces_never_queued_once(tmp_path: Path, store: St
     first.stop()
     items = _queued(tmp_path)
     caught_up = sorted(item["trace_id"] for item in items if item["judge_version"] == version)
-    assert caught_up == lost  # not the scored trace, not the one queued for another version
+    assert caught_up == lost  # not the scored trace, not the one queued for another version, not the old one
     assert {item["feature"] for item in items if item["judge_version"] == version} == {"docs-qa"}
 
     second = _agent(tmp_path, store).start()  # idempotent: nothing queued twice

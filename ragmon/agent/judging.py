@@ -32,12 +32,16 @@ from typing import Any
 from judges.queue import JudgeQueue, Kept
 from judges.registry import judge_version, make_judge
 from judges.store_adapter import StorePayloadSource, StoreScoreSink
-from judges.worker import JudgeWorker
+from judges.worker import JudgeWorker, WorkerConfig
 from ragmon.settings import JudgeSettings
 
 log = logging.getLogger("ragmon.agent")
 
 JUDGE_TOKEN_FILE = "judge-api.token"
+# The in-process worker's leases: after a kill -9 of the agent its leased traces wait this long for the restarted
+# agent (the worker's 300 s default would hold them five minutes). Renewed every 20 s, so a lease is lost only if
+# the worker's loop stalls for 40 s, and then the cost is a re-judgement, never a second score (fencing tokens).
+IN_AGENT_LEASE_S = 60.0
 CATCH_UP_LIMIT = 100_000  # traces per start; a larger backlog is caught up over the next starts, and said so
 # How far back the catch-up looks: a kept trace older than a week is judged by `ragmon backeval` if at all (its
 # score would land on a day the report has long shown), and the window bounds the catch-up's memory in the store.
@@ -52,7 +56,11 @@ class JudgeService:
         self.judge = make_judge(settings.backend, settings)
         lock = threading.Lock()  # the worker's store calls, one at a time
         self.worker = JudgeWorker(
-            self.queue, self.judge, StorePayloadSource(store, lock=lock), StoreScoreSink(store, lock=lock)
+            self.queue,
+            self.judge,
+            StorePayloadSource(store, lock=lock),
+            StoreScoreSink(store, lock=lock),
+            config=WorkerConfig(lease_s=IN_AGENT_LEASE_S),
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, name="ragmon-judge", daemon=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from judges.queue import ItemState, JudgeQueue
+from judges.queue import ItemState, JudgeQueue, Kept
 from ragmon.testing import ScriptedOpenAIServer
 from tests.agent.harness import REPO, AgentProcess, EngineServer
 from tests.agent.judge_traces import kept_traces, post, wait_until
@@ -130,12 +130,17 @@ def test_judge_beside_serve_on_the_embedded_store_judges_everything(tmp_path: Pa
     _kept(agent, len(trace_ids))
     wait_until(lambda: _queue_counts(data_dir).get(ItemState.QUEUED, 0) == len(trace_ids), what="traces queued")
 
+    queue = JudgeQueue.in_data_dir(data_dir)  # an item no worker of this judge version takes: said, not waited for
+    queue.enqueue([Kept("default", "f" * 32)], "llm:another-model")
+    queue.close()
+
     worker = Worker(data_dir, _env(), "worker", "--until-empty")  # the offline local judge
     assert worker.wait() == 0, worker.log()
     assert "through the agent at" in worker.log()  # not the embedded store a second time
+    assert "1 for llm:another-model" in worker.log()
     assert worker.stats()["traces"] == {"ok": len(trace_ids)}
     _assert_each_judged_once(agent, trace_ids)
-    assert _queue_counts(data_dir) == {ItemState.DONE: len(trace_ids)}
+    assert _queue_counts(data_dir) == {ItemState.DONE: len(trace_ids), ItemState.QUEUED: 1}
 
 
 def test_two_workers_against_a_server_store_score_each_trace_once(tmp_path: Path, agents: list[AgentProcess]) -> None:

@@ -4,7 +4,10 @@ that never were (lost by an agent that queued nothing, or kept while the queue w
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,3 +122,37 @@ def test_start_up_queues_kept_traces_never_queued_once(tmp_path: Path, store: St
     second = _agent(tmp_path, store).start()  # idempotent: nothing queued twice
     second.stop()
     assert _queued(tmp_path) == items
+
+
+def _judge_call(api: str, path: str, body: Any, token: str | None) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"} | ({"X-Ragmon-Judge-Token": token} if token else {})
+    request = urllib.request.Request(f"{api}{path}", data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_judge_endpoints_want_the_data_dirs_token(tmp_path: Path, store: Store) -> None:
+    store.insert_payloads([_payload(f"{1:032x}")])
+    agent = _agent(tmp_path, store).start()
+    try:
+        assert agent.api is not None
+        api = agent.api.url
+        token = (tmp_path / "judge-api.token").read_text()
+        assert (tmp_path / "judge-api.token").stat().st_mode & 0o077 == 0  # the owner's alone
+        ask = {"tenant": "default", "trace_ids": [f"{1:032x}", f"{2:032x}"]}
+        assert _judge_call(api, "/api/judge/payloads", ask, None)[0] == 403
+        assert _judge_call(api, "/api/judge/payloads", ask, token + "x")[0] == 403
+        assert _judge_call(api, "/api/judge/payloads", {"tenant": "default", "trace_ids": "abc"}, token)[0] == 400
+        status, found = _judge_call(api, "/api/judge/payloads", ask, token)
+        assert status == 200 and list(found) == [f"{1:032x}"] and found[f"{1:032x}"]["passage_texts"] == ["p"]
+        row = {"tenant": "default", "trace_id": f"{1:032x}", "metric": "faithfulness", "judge_version": "v"}
+        row |= {"status": "ok", "value": 1.0, "scored_at": time.time_ns()}
+        assert _judge_call(api, "/api/judge/scores", {"rows": [row]}, None)[0] == 403
+        assert _judge_call(api, "/api/judge/scores", {"rows": [row]}, token) == (200, {"written": 1})
+        assert _judge_call(api, "/api/judge/scores", {"rows": [row]}, token) == (200, {"written": 1})  # a re-send
+    finally:
+        agent.stop()
+    assert store.query("SELECT count() AS n FROM scores")[0]["n"] == 1  # the identical re-send was dropped

@@ -11,6 +11,7 @@ attempt, and a score delivery that fails is retried from the queue's outbox — 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -24,6 +25,8 @@ AGENT_FILE = "agent.json"  # written by the agent that owns the data directory (
 TOKEN_FILE = "judge-api.token"  # ragmon.agent.judging.JUDGE_TOKEN_FILE
 _RETRYABLE_STATUSES = {429, 502, 503, 504}
 
+log = logging.getLogger("ragmon.judges")
+
 
 class AgentStoreClient:
     def __init__(self, data_dir: str | Path, *, timeout_s: float = 60.0) -> None:
@@ -31,6 +34,7 @@ class AgentStoreClient:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._endpoint: tuple[str, str] | None = None  # (api url, token)
+        self._unavailable = False  # said once per outage in the log, not once per item
 
     def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         body = {"tenant": tenant, "trace_ids": list(trace_ids)}
@@ -51,18 +55,21 @@ class AgentStoreClient:
 
     def _current(self) -> tuple[str, str]:
         with self._lock:
-            if self._endpoint is None:
-                self._endpoint = self._read_endpoint()
-            return self._endpoint
+            endpoint = self._endpoint
+        if endpoint is None:  # read outside the lock: a failed read takes it to note the outage
+            endpoint = self._read_endpoint()
+            with self._lock:
+                self._endpoint = endpoint
+        return endpoint
 
     def _read_endpoint(self) -> tuple[str, str]:
         try:
             owner = json.loads((self.data_dir / AGENT_FILE).read_text())
             token = (self.data_dir / TOKEN_FILE).read_text().strip()
         except (OSError, ValueError) as exc:
-            raise SourceUnavailable(f"no running agent found in {self.data_dir}: {exc}") from exc
+            raise self._unreachable(f"no running agent found in {self.data_dir}: {exc}") from exc
         if not isinstance(owner, dict) or "api" not in owner:
-            raise SourceUnavailable(f"the agent in {self.data_dir} published no API address")
+            raise self._unreachable(f"the agent in {self.data_dir} published no API address")
         return str(owner["api"]), token
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
@@ -75,17 +82,25 @@ class AgentStoreClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read())
+                answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:500]
             if exc.code == 403 or exc.code in _RETRYABLE_STATUSES:
-                self._forget()  # 403: the agent restarted with a new token
-                raise SourceUnavailable(f"the agent at {api} answered {exc.code}: {detail}") from exc
+                # 403: the agent restarted with a new token; read it again next time
+                raise self._unreachable(f"the agent at {api} answered {exc.code}: {detail}") from exc
             raise RuntimeError(f"the agent at {api} answered {exc.code}: {detail}") from exc
         except OSError as exc:  # refused, reset, timed out: the agent is down or restarting
-            self._forget()
-            raise SourceUnavailable(f"cannot reach the agent at {api}: {exc}") from exc
+            raise self._unreachable(f"cannot reach the agent at {api}: {exc}") from exc
+        if self._unavailable:
+            self._unavailable = False
+            log.warning("the agent at %s answers again", api)
+        return answer
 
-    def _forget(self) -> None:
+    def _unreachable(self, why: str) -> SourceUnavailable:
         with self._lock:
             self._endpoint = None
+            first = not self._unavailable
+            self._unavailable = True
+        if first:
+            log.warning("%s; traces wait in the queue until it answers", why)
+        return SourceUnavailable(why)

@@ -201,5 +201,5 @@ def agent_store_side(data_dir: str | Path) -> StoreSide:
     from judges.agent_client import AgentStoreClient
 
     client = AgentStoreClient(data_dir)
-    lock = threading.Lock()
-    return StoreSide(StorePayloadSource(client, lock=lock), StoreScoreSink(client, lock=lock), client)
+    # A lock each, not one shared: a payload ask need not wait behind a score delivery (the agent orders its store)
+    return StoreSide(StorePayloadSource(client), StoreScoreSink(client), client)

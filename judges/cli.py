@@ -4,8 +4,11 @@ Heavy modules are imported inside the commands so `ragmon --help` stays fast."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +81,6 @@ def judge(args: argparse.Namespace) -> int:
     import asyncio
     import dataclasses
     import signal
-    from pathlib import Path
 
     from judges.queue import JudgeQueue
     from judges.registry import make_judge
@@ -98,14 +100,22 @@ def judge(args: argparse.Namespace) -> int:
         print(f"ragmon judge: {exc}", file=sys.stderr)
         queue.close()
         return 2
-    from judges.store_adapter import open_store_side
-
     try:
-        store = open_store_side(settings.agent.clickhouse_url, data_dir)
+        store, owned, where = _store_side(settings.agent.clickhouse_url, data_dir)
     except Exception as exc:  # fail fast at start-up, with the reason (missing chDB, bad URL, locked dir)
-        print(f"ragmon judge: cannot open the store: {exc}", file=sys.stderr)
+        print(f"ragmon judge: cannot open the store: {_readable(exc, data_dir)}", file=sys.stderr)
         queue.close()
         return 2
+    print(f"ragmon judge: judging as {backend.version}, store: {where}", file=sys.stderr, flush=True)
+    others = {v: n for v, n in queue.pending_by_version().items() if v != backend.version}
+    if others:
+        listed = ", ".join(f"{n} for {v}" for v, n in sorted(others.items()))
+        print(
+            f"ragmon judge: the queue also holds items of other judge versions ({listed}), which this worker "
+            "leaves alone: run it with the agent's judge settings (judge.backend, judge.model) to judge them",
+            file=sys.stderr,
+            flush=True,
+        )
 
     from judges.worker import JudgeWorker, WorkerConfig
 
@@ -148,7 +158,42 @@ def judge(args: argparse.Namespace) -> int:
     finally:
         queue.close()
         store.close()
+        if owned is not None:
+            owned.release()
     return 0
+
+
+def _store_side(clickhouse_url: str | None, data_dir: Path) -> tuple[Any, Any, str]:
+    """(store side, the data-dir lock held while judging or None, where the store is). A server store is opened
+    directly (several workers may); an embedded one directly when no agent runs there, holding the data
+    directory's lock meanwhile (an agent starting then says the directory is in use, instead of failing on
+    chDB's lock), else through the agent that owns it, as `ragmon report` and `query` do."""
+    from judges.store_adapter import agent_store_side, open_store_side
+
+    if clickhouse_url:
+        return open_store_side(clickhouse_url, data_dir), None, f"ClickHouse at {clickhouse_url}"
+    agent: Any = importlib.import_module("ragmon.agent.agent")  # the data-dir owner protocol lives there
+    claimed = agent.claim_or_find_agent(data_dir)
+    if isinstance(claimed, str):
+        return agent_store_side(data_dir), None, f"through the agent at {claimed} (it owns {data_dir})"
+    try:
+        claimed.publish({"command": "ragmon judge"})
+        return open_store_side(None, data_dir), claimed, f"embedded ClickHouse in {data_dir}"
+    except BaseException:
+        claimed.release()
+        raise
+
+
+def _readable(exc: Exception, data_dir: Path) -> str:
+    """chDB's own lock error names a status file; say what it means and what to do instead."""
+    text = str(exc)
+    if "Cannot lock file" in text or "published no API address" in text:
+        return (
+            f"the embedded store in {data_dir} is open in another process that cannot be asked for it (another "
+            "`ragmon judge` or a program embedding the store). Run `ragmon serve` and start workers beside it "
+            f"(they judge through its API), or use a ClickHouse server store for several workers. ({text[:300]})"
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,6 +56,11 @@ _MESSAGE_OVERHEAD_TOKENS = 8  # role and separators per chat message, generously
 _REQUEST_OVERHEAD_TOKENS = 16
 
 
+def llm_version(model: str) -> str:
+    """An LLM judge's version: its model (prompts are versioned with the package)."""
+    return f"llm:{model}"
+
+
 class LLMJudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -141,7 +146,7 @@ class LLMJudge:
 
     @property
     def version(self) -> str:
-        return f"llm:{self.config.model}"
+        return llm_version(self.config.model)
 
     @property
     def faithfulness_threshold(self) -> float:

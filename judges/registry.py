@@ -4,6 +4,7 @@ naming the group and what is available."""
 
 from __future__ import annotations
 
+import asyncio
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -40,6 +41,25 @@ BUILTIN = {"local": _local, "llm": _llm}
 
 def available() -> list[str]:
     return sorted({*BUILTIN, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+
+
+def judge_version(name: str, settings: JudgeSettings | None = None) -> str:
+    """The version `make_judge(name, settings)` judges as, without building a built-in judge (the local one would
+    load its model, the LLM one open a client): the agent enqueues kept traces for it when workers judge them."""
+    settings = settings or JudgeSettings()
+    if name == "local":
+        from judges.local_judge import expected_version
+
+        return expected_version()
+    if name == "llm":
+        from judges.llm_judge import llm_version
+
+        return llm_version(settings.model)
+    judge = make_judge(name, settings)  # a plugin: only it knows its version
+    try:
+        return judge.version
+    finally:
+        asyncio.run(judge.aclose())
 
 
 def make_judge(name: str, settings: JudgeSettings | None = None, **options: Any) -> Judge:

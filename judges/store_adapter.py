@@ -193,3 +193,13 @@ def open_store_side(clickhouse_url: str | None, data_dir: str | Path) -> StoreSi
     store = sinks.open_store(clickhouse_url or Path(data_dir) / "chdb")
     lock = threading.Lock()  # one call into the store at a time (chDB: one engine per process)
     return StoreSide(StorePayloadSource(store, lock=lock), StoreScoreSink(store, lock=lock), store)
+
+
+def agent_store_side(data_dir: str | Path) -> StoreSide:
+    """The store through the running agent that owns `<data_dir>` (`judges.agent_client`): for a worker beside
+    `ragmon serve` on the embedded store, which one process only may open."""
+    from judges.agent_client import AgentStoreClient
+
+    client = AgentStoreClient(data_dir)
+    # A lock each, not one shared: a payload ask need not wait behind a score delivery (the agent orders its store)
+    return StoreSide(StorePayloadSource(client), StoreScoreSink(client), client)

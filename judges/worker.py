@@ -44,6 +44,12 @@ log = logging.getLogger("ragmon.judges")
 DEFAULT_METRICS = (Faithfulness.name, AnswerRelevance.name, ContextPrecision.name, ContextRelevance.name)
 
 
+class SourceUnavailable(Exception):
+    """The payload source cannot be reached at all (the agent it asks is restarting or down): the item waits
+    without its attempt counted, since nothing about the item failed, and an agent down for longer than
+    `max_attempts` retries must not fail every queued trace."""
+
+
 class PayloadSource(Protocol):
     """A kept trace's question, passages and answer; None when the payload is not (or no longer) stored."""
 
@@ -170,7 +176,7 @@ class JudgeWorker:
                         self._in_flight[asyncio.create_task(self._judge(lease))] = lease
                 if until_empty and not self._in_flight:
                     await self._deliver(force=True)
-                    if await asyncio.to_thread(self.queue.pending) == 0:
+                    if await asyncio.to_thread(self.queue.pending, self.judge_version) == 0:
                         break
                 await self._wait()
         finally:
@@ -253,7 +259,11 @@ class JudgeWorker:
             except Exception as exc:  # the store is down or broken: retry later, bounded by max_attempts
                 self.stats.payload_errors += 1
                 await asyncio.to_thread(
-                    self.queue.release, lease, retry_in_s=config.payload_retry_s, error=f"payload source: {exc!r}"
+                    self.queue.release,
+                    lease,
+                    retry_in_s=config.payload_retry_s,
+                    error=f"payload source: {exc!r}",
+                    count_attempt=not isinstance(exc, SourceUnavailable),
                 )
                 return
             if sample is None:

@@ -247,6 +247,25 @@ FROM {ddl.table("payloads")} FINAL
 WHERE tenant = {{tenant:String}} AND trace_id IN {{trace_ids:Array(String)}}"""
 
 
+def unjudged_payloads_sql(ddl: Ddl) -> str:
+    """Params: since_s, limit. Kept traces (a payload row) of the last `since_s` seconds with no online score of
+    any judge version: what the agent's start-up catch-up offers to the judge queue (traces kept while nothing
+    queued them). A trace is scored after it started, so only scores of the same window are read: the NOT IN set
+    stays the size of the window, not of the whole scores table. Scores and payloads are sharded alike (by trace
+    id), so the NOT IN runs shard-local (`distributed_product_mode = 'local'`)."""
+    return f"""
+SELECT tenant, trace_id, any(feature) AS feature, any(sampling_reason) AS sampling_reason,
+    any(inclusion_probability) AS inclusion_probability
+FROM {ddl.table("payloads")}
+WHERE start_time >= now() - {{since_s:UInt32}}
+    AND (tenant, trace_id) NOT IN (
+        SELECT tenant, trace_id FROM {ddl.table("scores")}
+        WHERE run_name = '' AND scored_at >= now() - {{since_s:UInt32}})
+GROUP BY tenant, trace_id
+ORDER BY min(start_time)
+LIMIT {{limit:UInt64}}"""
+
+
 def recent_p95_sql(ddl: Ddl) -> str:
     """Params: window_s (UInt32). p95 per (feature, stage) over the minutes of the last `window_s` seconds."""
     index = DURATION_LEVELS.index(0.95) + 1

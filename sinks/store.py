@@ -45,6 +45,7 @@ from sinks.sampler_sql import (
     recent_p95_sql,
     recent_request_durations_sql,
     trace_fragments_sql,
+    unjudged_payloads_sql,
 )
 from sinks.schema import (
     ALERT_COLUMNS,
@@ -414,6 +415,18 @@ class Store:
         params = {"tenant": tenant, "trace_ids": list(trace_ids)}
         rows = self._select(payloads_for_judging_sql(self._ddl), params, readonly=True)
         return {row["trace_id"]: row for row in rows}
+
+    def unjudged_payloads(self, since_s: float = 7 * 86400, limit: int = 100_000) -> list[dict[str, Any]]:
+        """Kept traces of the last `since_s` seconds with no online score yet (tenant, trace_id, feature,
+        sampling_reason, inclusion_probability), oldest first, at most `limit`: the judge queue's start-up
+        catch-up."""
+        rows = self._select(
+            unjudged_payloads_sql(self._ddl),
+            {"since_s": int(since_s), "limit": int(limit)},
+            settings={"distributed_product_mode": "local"},
+            readonly=True,
+        )
+        return rows
 
     def recent_p95(self, window_s: int = 900) -> dict[tuple[str, str], float]:
         """(feature, stage) → p95 duration in ms over the last `window_s` seconds, from the per-minute rollup."""

@@ -39,6 +39,7 @@ from ragmon.agent.dashboard import create_dashboard
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
+from ragmon.agent.judging import JudgeEndpoints, Judging
 from ragmon.agent.ports import check_ports_free
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
@@ -184,14 +185,9 @@ class Agent:
             self.intake = WalIntake(self.wal, max_backlog_bytes=agent.backlog_max_bytes)
             self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
             self._seed_request_latency()
-            self.judging = None
-            if self.settings.judge.run_in_agent:
-                from ragmon.agent.judging import JudgeService
-
-                self.judging = JudgeService(self.settings.judge, self.store, self.data_dir).start()
-            self.decisions = DecisionSink(
-                self.store, on_copied=self.judging.enqueue if self.judging is not None else None
-            )
+            # Kept traces are queued whoever judges them (this agent, or `ragmon judge` workers).
+            self.judging = Judging.start(self.settings.judge, self.store, self.data_dir)
+            self.decisions = DecisionSink(self.store, on_copied=self.judging.enqueue)
             self.tally = SamplingTally(self.store)
             self.writer = StoreWriter(
                 self.intake,
@@ -202,6 +198,7 @@ class Agent:
                 self.data_dir / "state",
                 seq=IngestSeq(agent.instance),
                 batch_max_bytes=agent.insert_batch_max_bytes,
+                decisions_low_water=self.decisions.low_water_seq,
             )
             self.writer.recover()
             self.writer.start()
@@ -209,7 +206,8 @@ class Agent:
             self._start_receivers()
             host, port = split_host_port(agent.api, "--api")
             dashboard = create_dashboard(self.store, self.auth, bind_host=host)
-            self.api = ApiServer(host, port, self._report, self._query, self.auth, dashboard).start()
+            judge_api = JudgeEndpoints(self.store, self.data_dir)
+            self.api = ApiServer(host, port, self._report, self._query, self.auth, dashboard, judge_api).start()
             if self._lock is not None:
                 self._lock.publish({"api": self.api.url})
         except BaseException:
@@ -261,6 +259,7 @@ class Agent:
         if writer is not None:
             writer.stop(timeout_s)
             self.decisions.flush()
+            writer.save_sampler_cursor_after_decisions()
             try:
                 self.tally.flush()
             except Exception:  # the store went away: a few seconds of counts, said in the log

@@ -7,6 +7,11 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
+    POST /api/judge/payloads {"tenant", "trace_ids"}  a `ragmon judge` worker's leased traces' payloads, by id
+    POST /api/judge/scores   {"rows": [...]}          its score rows (idempotent: an identical re-send is dropped)
+
+The two judge endpoints serve every tenant, so they take the token the agent writes into its data directory
+(`X-Ragmon-Judge-Token`), not an API key (`ragmon.agent.judging.JudgeEndpoints`).
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from collectors.auth import ApiKeyAuth
@@ -38,6 +43,15 @@ _HEADERS = {
 
 ReportFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, feature, tenant
 QueryFn = Callable[[str, "str | None", int], list[dict[str, Any]]]  # sql, tenant, max_rows (then one more)
+_MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
+
+
+class JudgeApi(Protocol):
+    def allows(self, presented: str | None) -> bool: ...
+
+    def payloads(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+
+    def write_scores(self, rows: list[dict[str, Any]]) -> int: ...
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -61,6 +75,7 @@ class ApiServer:
         query: QueryFn,
         auth: ApiKeyAuth,
         dashboard: Dashboard | None = None,
+        judge: JudgeApi | None = None,
     ) -> None:
         api = self
 
@@ -92,7 +107,11 @@ class ApiServer:
                     self._reply(404, {"error": f"no such endpoint: {url.path}"})
 
             def do_POST(self) -> None:
-                if urlsplit(self.path).path != "/api/query":
+                path = urlsplit(self.path).path
+                if path.startswith("/api/judge/"):
+                    self._judge(path)
+                    return
+                if path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})
                     return
                 allowed, tenant = self._tenant()
@@ -114,6 +133,38 @@ class ApiServer:
                     return
                 self._run(lambda: api.query(sql, tenant, max_rows))
 
+            def _judge(self, path: str) -> None:
+                judge = api.judge
+                if judge is None or path not in ("/api/judge/payloads", "/api/judge/scores"):
+                    self._reply(404, {"error": f"no such endpoint: {path}"})
+                    return
+                if not judge.allows(self.headers.get("X-Ragmon-Judge-Token")):
+                    self._reply(403, {"error": "the judge token of this agent's data directory is required"})
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > _MAX_JUDGE_BODY_BYTES:
+                    self._reply(413, {"error": "body too large"})
+                    return
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    if path == "/api/judge/payloads":
+                        tenant, trace_ids = body["tenant"], body["trace_ids"]
+                        if not isinstance(tenant, str) or not isinstance(trace_ids, list):
+                            raise TypeError("tenant must be a string, trace_ids a list")
+                        if not all(isinstance(t, str) for t in trace_ids):
+                            raise TypeError("tenant and trace_ids must be strings")
+                    else:
+                        rows = body["rows"]
+                        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                            raise TypeError("rows must be a list of objects")
+                except (ValueError, KeyError, TypeError) as exc:
+                    self._reply(400, {"error": f"bad request: {exc}"})
+                    return
+                if path == "/api/judge/payloads":
+                    self._run(lambda: judge.payloads(tenant, trace_ids))
+                else:
+                    self._run(lambda: {"written": judge.write_scores(rows)})
+
             def _tenant(self) -> tuple[bool, str | None]:
                 """(allowed, tenant): tenant None = every tenant (no keys configured); refusals are answered."""
                 if not api.auth.required:
@@ -124,7 +175,7 @@ class ApiServer:
                     return False, None
                 return True, tenant
 
-            def _run(self, fn: Callable[[], list[dict[str, Any]]]) -> None:
+            def _run(self, fn: Callable[[], Any]) -> None:
                 try:
                     self._reply(200, fn())
                 except QueryRejected as exc:
@@ -161,6 +212,7 @@ class ApiServer:
         self.query = query
         self.auth = auth
         self.dashboard = dashboard
+        self.judge = judge
         self._server = _QuietServer((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="ragmon-api", daemon=True)
 

@@ -92,6 +92,11 @@ class DecisionSink:
                     log.exception("could not enqueue %d kept traces for judging", len(kept))
         self._waiting.clear()
 
+    def low_water_seq(self) -> int | None:
+        """The oldest first ingest seq of a kept trace still waiting for its copy (None when none waits): the
+        store writer keeps the sampler cursor before it, so a kill -9 before the copy re-decides the trace."""
+        return min((int(row["first_ingest_seq"]) for row in self._waiting if row["first_ingest_seq"]), default=None)
+
     @property
     def waiting(self) -> int:
         return len(self._waiting)

@@ -1,35 +1,66 @@
-"""The judge worker inside `ragmon serve` (on by default; `ragmon judge` runs the same worker on its own).
+"""Judging in the agent: kept traces always go to the durable judge queue; who judges them is a separate choice.
 
-Kept traces whose payload was copied are enqueued for the configured judge's version in the durable queue under
-the data directory; a background event loop judges them within the judge's rate limit and budget and writes
-scores to the store. Stopping lets in-flight traces finish within a deadline; the rest stay queued.
+- `Judging.start` opens the queue under the data directory, catches up once on kept traces that were never
+  queued, and — with `judge.run_in_agent` (the default) — runs the judge worker in-process. With it off, the
+  agent still enqueues every kept trace for the configured judge's version, and `ragmon judge` workers take them.
+- Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`).
+- The catch-up: traces of the last week with a payload but no online score and no queue item of any judge
+  version (kept while nothing queued them — an older agent with `run_in_agent = false`, a failed enqueue, a
+  kill -9 between the copy and the enqueue). Idempotent: the queue key and the "no item of any version" check
+  make a second start, or a trace already judged, a no-op.
+- `JudgeEndpoints`: what a `ragmon judge` worker beside this agent reads and writes through the agent's API when
+  the embedded store is the agent's alone (payloads of leased traces, score rows). Those endpoints expose every
+  tenant's payloads, so they ask for a token the agent writes into the data directory (mode 0600) at each start:
+  whoever can read the data directory may judge, as whoever can open its store could.
+
+The in-process worker (`JudgeService`) judges within the judge's rate limit and budget and writes scores to the
+store. Stopping lets in-flight traces finish within a deadline; the rest stay queued.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import os
+import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from judges.queue import JudgeQueue, Kept
-from judges.registry import make_judge
+from judges.registry import judge_version, make_judge
 from judges.store_adapter import StorePayloadSource, StoreScoreSink
-from judges.worker import JudgeWorker
+from judges.worker import JudgeWorker, WorkerConfig
 from ragmon.settings import JudgeSettings
 
 log = logging.getLogger("ragmon.agent")
 
+JUDGE_TOKEN_FILE = "judge-api.token"
+# The in-process worker's leases: after a kill -9 of the agent its leased traces wait this long for the restarted
+# agent (the worker's 300 s default would hold them five minutes). Renewed every 20 s, so a lease is lost only if
+# the worker's loop stalls for 40 s, and then the cost is a re-judgement, never a second score (fencing tokens).
+IN_AGENT_LEASE_S = 60.0
+CATCH_UP_LIMIT = 100_000  # traces per start; a larger backlog is caught up over the next starts, and said so
+# How far back the catch-up looks: a kept trace older than a week is judged by `ragmon backeval` if at all (its
+# score would land on a day the report has long shown), and the window bounds the catch-up's memory in the store.
+CATCH_UP_WINDOW_S = 7 * 86400
+
 
 class JudgeService:
-    def __init__(self, settings: JudgeSettings, store: Any, data_dir: Path) -> None:
-        self.queue = JudgeQueue.in_data_dir(data_dir)
+    """The judge worker on a thread of its own (an asyncio loop), over the agent's queue and store."""
+
+    def __init__(self, settings: JudgeSettings, store: Any, queue: JudgeQueue) -> None:
+        self.queue = queue
         self.judge = make_judge(settings.backend, settings)
         lock = threading.Lock()  # the worker's store calls, one at a time
         self.worker = JudgeWorker(
-            self.queue, self.judge, StorePayloadSource(store, lock=lock), StoreScoreSink(store, lock=lock)
+            self.queue,
+            self.judge,
+            StorePayloadSource(store, lock=lock),
+            StoreScoreSink(store, lock=lock),
+            config=WorkerConfig(lease_s=IN_AGENT_LEASE_S),
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, name="ragmon-judge", daemon=True)
@@ -48,18 +79,6 @@ class JudgeService:
             loop.run_until_complete(self.judge.aclose())
             loop.close()
 
-    def enqueue(self, kept: Sequence[dict[str, Any]]) -> int:
-        items = [
-            Kept(
-                tenant=row["tenant"],
-                trace_id=row["trace_id"],
-                sampling_reason=(row.get("reasons") or [""])[0],
-                inclusion_probability=row.get("probability"),
-            )
-            for row in kept
-        ]
-        return self.queue.enqueue(items, self.judge.version)
-
     def stop(self, timeout_s: float = 10.0) -> None:
         loop = self._loop
         if loop is not None and self._thread.is_alive():
@@ -69,4 +88,103 @@ class JudgeService:
             except Exception as exc:
                 log.warning("judge worker did not stop cleanly: %s", exc)
         self._thread.join(timeout_s + 5)
+
+
+class Judging:
+    """The queue every kept trace goes to, and the in-process worker when the agent judges them itself."""
+
+    def __init__(self, queue: JudgeQueue, version: str, service: JudgeService | None) -> None:
+        self.queue = queue
+        self.version = version
+        self.service = service
+
+    @classmethod
+    def start(cls, settings: JudgeSettings, store: Any, data_dir: Path) -> Judging:
+        queue = JudgeQueue.in_data_dir(data_dir)
+        try:
+            service = JudgeService(settings, store, queue) if settings.run_in_agent else None
+            # The worker's own version when it runs here (what it leases); else the one `ragmon judge` with
+            # these settings judges as, computed without loading the judge into the agent.
+            version = service.judge.version if service else judge_version(settings.backend, settings)
+            judging = cls(queue, version, service)
+            judging.catch_up(store)
+        except BaseException:
+            queue.close()
+            raise
+        if service is not None:
+            service.start()
+        else:
+            log.info("judging by `ragmon judge` workers: kept traces are queued for %s", version)
+        return judging
+
+    def enqueue(self, kept: Sequence[Mapping[str, Any]]) -> int:
+        """Kept traces whose payload was just copied (rows of DecisionSink: tenant, trace_id, reasons, probability)."""
+        items = [
+            Kept(
+                tenant=row["tenant"],
+                trace_id=row["trace_id"],
+                sampling_reason=(row.get("reasons") or [""])[0],
+                inclusion_probability=row.get("probability"),
+            )
+            for row in kept
+        ]
+        return self.queue.enqueue(items, self.version)
+
+    def catch_up(self, store: Any) -> int:
+        """Queue kept traces that have no online score and were never queued; returns how many. A store that
+        cannot answer costs only the catch-up (said in the log), never the start."""
+        try:
+            rows = store.unjudged_payloads(CATCH_UP_WINDOW_S, CATCH_UP_LIMIT)
+        except Exception as exc:
+            log.warning("could not look for kept traces never queued for judging: %s", exc)
+            return 0
+        items = [
+            Kept(
+                tenant=str(row["tenant"]),
+                trace_id=str(row["trace_id"]),
+                feature=str(row.get("feature") or ""),
+                sampling_reason=str(row.get("sampling_reason") or ""),
+                inclusion_probability=row.get("inclusion_probability"),
+            )
+            for row in rows
+        ]
+        added = self.queue.enqueue_unqueued(items, self.version)
+        if added:
+            log.warning("queued %d kept traces that were never queued for judging (judge %s)", added, self.version)
+        if len(rows) >= CATCH_UP_LIMIT:
+            log.warning("more than %d kept traces are unjudged; the rest are looked at next start", CATCH_UP_LIMIT)
+        return added
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self.service is not None:
+            self.service.stop(timeout_s)
         self.queue.close()
+
+
+class JudgeEndpoints:
+    """The store side of a `ragmon judge` worker that cannot open the embedded store (this agent owns it):
+    payloads of the traces it leased from the shared queue file, and its score rows. The queue itself is not
+    proxied: it is a SQLite file several processes share safely (leases, tokens, outbox; judges/queue.py)."""
+
+    def __init__(self, store: Any, data_dir: Path) -> None:
+        self._store = store
+        self._token = secrets.token_urlsafe(32)
+        path = data_dir / JUDGE_TOKEN_FILE
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(self._token)
+        os.replace(tmp, path)
+
+    def allows(self, presented: str | None) -> bool:
+        return presented is not None and hmac.compare_digest(presented.encode(), self._token.encode())
+
+    def payloads(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = self._store.payloads_for_judging(tenant, list(trace_ids))
+        return found
+
+    def write_scores(self, rows: list[dict[str, Any]]) -> int:
+        # The worker projected the rows onto the scores columns and re-sends identical rows after a failure;
+        # the store's content-derived deduplication token makes a re-send invisible.
+        self._store.insert_scores(rows)
+        return len(rows)

@@ -80,8 +80,13 @@ class StoreWriter:
         tick_interval_s: float = 0.1,
         policy: RetryPolicy | None = None,
         seq: IngestSeq | None = None,
+        decisions_low_water: Callable[[], int | None] | None = None,
     ) -> None:
         self.intake = intake
+        # The oldest ingest seq of a decided trace whose consequence (a kept trace's payload copy, and with it its
+        # place in the judge queue) is not durable yet: the sampler cursor stays before it, so a kill -9 in
+        # between re-decides the trace at the next start instead of losing it.
+        self.decisions_low_water = decisions_low_water
         self.wal = wal
         self.store = store
         self.sampler = sampler
@@ -375,11 +380,19 @@ class StoreWriter:
     def _save_sampler_cursor(self) -> None:
         """Persist where a restarted sampler must look back to: its oldest undecided trace, else the last request
         it has seen (stored requests past it are not sampled yet: a restart feeds them from the store)."""
-        low_water = self.sampler.low_water_seq()
+        held = [self.sampler.low_water_seq(), self.decisions_low_water() if self.decisions_low_water else None]
+        low_water = min((seq for seq in held if seq is not None), default=None)
         if low_water is not None:
             self.sampler_cursor.save(self.seq.position(low_water))
         elif self._sampled_to is not None:
             self.sampler_cursor.save(self.seq.position(self._sampled_to))
+
+    def save_sampler_cursor_after_decisions(self) -> None:
+        """After a stop, once the decided traces' consequences are durable (the agent flushed its payload copies):
+        move the sampler cursor past them, so the next start does not decide them again. Not while a sampling
+        thread stuck on the store still owns the sampler."""
+        if self._sampling_thread is None or not self._sampling_thread.is_alive():
+            self._save_sampler_cursor()
 
 
 def _log_id(path: Path) -> str:

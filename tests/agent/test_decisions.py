@@ -30,8 +30,8 @@ class Clock:
         return self.now
 
 
-def _decided(trace_id: str, decision: Decision = Decision.KEEP) -> DecidedTrace:
-    return DecidedTrace("acme", trace_id, decision, ("error",), 1.0, "complete", 0.0)
+def _decided(trace_id: str, decision: Decision = Decision.KEEP, seq: int = 0) -> DecidedTrace:
+    return DecidedTrace("acme", trace_id, decision, ("error",), 1.0, "complete", 0.0, first_ingest_seq=seq)
 
 
 def test_copies_once_per_interval_and_when_a_batch_is_full() -> None:
@@ -65,3 +65,19 @@ def test_flush_copies_everything_and_a_retryable_failure_keeps_traces_waiting() 
     assert sink.waiting == 2 and sink.counts["payload_copy_retries"] == 1  # nothing lost
     sink.flush()
     assert store.copies == [["a"], ["b", "c"]] and sink.waiting == 0
+
+
+def test_the_oldest_kept_trace_waiting_for_its_copy_holds_the_sampler_cursor_back() -> None:
+    store, clock = RecordingStore(), Clock()
+    sink = DecisionSink(store, copy_interval_s=1.0, clock=clock)
+    sink([_decided("first", seq=3)])  # copied at once: the next copy is an interval away
+    assert store.copies == [["first"]] and sink.low_water_seq() is None
+    sink([_decided("a", seq=40), _decided("b", seq=25), _decided("s", Decision.SKIP, seq=7)])
+    assert sink.low_water_seq() == 25  # a skipped trace has nothing to lose
+    clock.now += 1.0
+    sink([])
+    assert store.copies == [["first"], ["a", "b"]] and sink.low_water_seq() is None
+    store.fail_next = True  # a retryable failure: still waiting, still holding
+    clock.now += 1.0
+    sink([_decided("c", seq=50)])
+    assert sink.low_water_seq() == 50

@@ -73,7 +73,12 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         "--stop-timeout-s", type=float, default=10.0, help="on SIGINT/SIGTERM, finish in-flight traces this long"
     )
     parser.add_argument("--until-empty", action="store_true", help="exit once the queue has nothing left to do")
-    parser.add_argument("--status", action="store_true", help="print the queue's counts as JSON and exit")
+    parser.add_argument("--status", action="store_true", help="print the queue's counts and exit")
+    parser.add_argument("--json", action="store_true", help="--status counts, or the summary at exit, as JSON")
+    # The store options of the other store commands. No --api-key: a worker beside `serve` proves itself with the
+    # token the agent writes into its data directory (the judge endpoints serve every tenant).
+    parser.add_argument("--clickhouse-url", help="a ClickHouse server store instead of the embedded one")
+    parser.add_argument("--config", type=Path, help="settings file (TOML or JSON), as `ragmon serve --config`")
 
 
 def judge(args: argparse.Namespace) -> int:
@@ -82,16 +87,26 @@ def judge(args: argparse.Namespace) -> int:
     import dataclasses
     import signal
 
+    from pydantic import ValidationError
+
     from judges.queue import JudgeQueue
     from judges.registry import make_judge
     from ragmon.settings import load_settings
 
-    settings = load_settings()
+    overrides = {"clickhouse_url": args.clickhouse_url} if args.clickhouse_url else {}
+    try:
+        settings = load_settings({"agent": overrides}, config_file=args.config)
+    except (ValidationError, ValueError, OSError) as exc:
+        print(f"ragmon judge: {exc}", file=sys.stderr)
+        return 2
     data_dir = Path(args.data_dir) if args.data_dir else settings.agent.data_dir
     queue = JudgeQueue(args.queue) if args.queue else JudgeQueue.in_data_dir(data_dir)
     if args.status:
         counts = queue.counts()
-        print(json.dumps({"states": counts.by_state, "final_statuses": counts.by_status}, indent=2))
+        if args.json:
+            print(json.dumps({"states": counts.by_state, "final_statuses": counts.by_status}, indent=2))
+        else:
+            print(format_queue_counts(counts.by_state, counts.by_status))
         queue.close()
         return 0
     try:
@@ -140,18 +155,15 @@ def judge(args: argparse.Namespace) -> int:
         finally:
             await backend.aclose()
         stats = worker.stats
-        print(
-            json.dumps(
-                {
-                    "traces": dict(stats.traces),
-                    "scores": dict(stats.scores),
-                    "rows_delivered": stats.rows_delivered,
-                    "delivery_errors": stats.delivery_errors,
-                    "payload_errors": stats.payload_errors,
-                    "columns_the_scores_table_lacks": dict(store.sink.dropped_keys),
-                }
-            )
-        )
+        summary = {
+            "traces": dict(stats.traces),
+            "scores": dict(stats.scores),
+            "rows_delivered": stats.rows_delivered,
+            "delivery_errors": stats.delivery_errors,
+            "payload_errors": stats.payload_errors,
+            "columns_the_scores_table_lacks": dict(store.sink.dropped_keys),
+        }
+        print(json.dumps(summary) if args.json else format_summary(summary))
 
     try:
         asyncio.run(main())
@@ -161,6 +173,39 @@ def judge(args: argparse.Namespace) -> int:
         if owned is not None:
             owned.release()
     return 0
+
+
+def _counted(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n:,}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "none"
+
+
+def format_queue_counts(by_state: dict[str, int], by_status: dict[str, int]) -> str:
+    """`ragmon judge --status`: the queue's items by state, and how the finished ones ended."""
+    lines = [f"judge queue: {sum(by_state.values()):,} items ({_counted(by_state)})"]
+    if by_status:
+        lines.append(f"finished: {_counted(by_status)}")
+    return "\n".join(lines)
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """What a worker did, printed as it exits."""
+    traces, scores = summary["traces"], summary["scores"]
+    lines = [
+        f"judged {sum(traces.values()):,} traces ({_counted(traces)}); "
+        f"{summary['rows_delivered']:,} scores stored ({_counted(scores)})"
+    ]
+    problems = {
+        "score deliveries failed": summary["delivery_errors"],
+        "payload reads failed": summary["payload_errors"],
+    }
+    if any(problems.values()):
+        lines.append("; ".join(f"{n:,} {what}" for what, n in problems.items() if n) + " (the log says why)")
+    if summary["columns_the_scores_table_lacks"]:
+        lines.append(
+            "the store's scores table lacks columns the judge writes (run `ragmon migrate`): "
+            + _counted(summary["columns_the_scores_table_lacks"])
+        )
+    return "\n".join(lines)
 
 
 def _store_side(clickhouse_url: str | None, data_dir: Path) -> tuple[Any, Any, str]:

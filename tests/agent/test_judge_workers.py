@@ -62,7 +62,7 @@ class Worker:
         self.out = data_dir.parent / f"{name}.out"
         self.err = data_dir.parent / f"{name}.err"
         command = [sys.executable, "-m", "ragmon.cli", "judge", "--data-dir", str(data_dir)]
-        command += ["--metrics", "faithfulness", "--lease-s", str(LEASE_S), *args]
+        command += ["--metrics", "faithfulness", "--lease-s", str(LEASE_S), "--json", *args]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=err)
         _STARTED.append(self.process)

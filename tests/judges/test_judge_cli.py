@@ -16,7 +16,48 @@ def test_status_prints_the_queue_counts(tmp_path: Path, capsys: pytest.CaptureFi
     queue.enqueue([Kept("t", f"{i:032x}") for i in range(3)], "local:v")
     queue.close()
     assert cli.main(["judge", "--data-dir", str(tmp_path), "--status"]) == 0
+    assert capsys.readouterr().out == "judge queue: 3 items (queued 3)\n"
+    assert cli.main(["judge", "--data-dir", str(tmp_path), "--status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"states": {"queued": 3}, "final_statuses": {}}
+
+
+def test_the_exit_summary_reads_as_a_sentence() -> None:
+    summary = {
+        "traces": {"ok": 118, "mixed": 2},
+        "scores": {"ok": 400, "unscorable": 80},
+        "rows_delivered": 480,
+        "delivery_errors": 0,
+        "payload_errors": 3,
+        "columns_the_scores_table_lacks": {},
+    }
+    assert cli.format_summary(summary) == (
+        "judged 120 traces (ok 118, mixed 2); 480 scores stored (ok 400, unscorable 80)\n"
+        "3 payload reads failed (the log says why)"
+    )
+
+
+def test_an_empty_queue_on_a_store_ends_with_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sinks import open_store
+
+    open_store(tmp_path / "chdb").close()
+    assert cli.main(["judge", "--data-dir", str(tmp_path), "--until-empty"]) == 0
+    assert capsys.readouterr().out == "judged 0 traces (none); 0 scores stored (none)\n"
+
+
+@pytest.mark.parametrize("how", ["--clickhouse-url", "--config"])
+def test_the_store_can_be_named_as_the_other_store_commands_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    url = "http://127.0.0.1:9"  # nothing listens on the discard port: the error must name this store
+    if how == "--config":
+        config = tmp_path / "ragmon.toml"
+        config.write_text(f'[agent]\nclickhouse_url = "{url}"\n')
+        args = ["--config", str(config)]
+    else:
+        args = ["--clickhouse-url", url]
+    assert cli.main(["judge", "--data-dir", str(tmp_path), "--until-empty", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragmon judge: cannot open the store") and "127.0.0.1" in err
 
 
 def test_an_unknown_judge_fails_fast_naming_the_plugin_group(

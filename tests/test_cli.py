@@ -58,4 +58,6 @@ def test_alerts_on_a_fresh_store_say_the_rules_need_history(tmp_path: Path) -> N
     assert run.returncode == 0, run.stderr
     first, note = run.stdout.splitlines()
     assert first == "no open or recent alerts"
-    assert "need about an hour of traffic before they can fire" in note and note.endswith("this store has none yet")
+    assert "need about an hour of traffic before they can fire" in note and note.endswith(
+        "this store has no production traffic yet"
+    )

@@ -2,7 +2,8 @@
 embedded store has one owner. Same API keys as the receivers; a key sees only its tenant's rows.
 
     GET  /health                                  {"status": "ok"}
-    GET  /api/report?since_s=3600[&feature=F]     the report rows (see `ragmon report --json`)
+    GET  /api/report?since_s=3600[&feature=F]     the report rows (see `ragmon report --json`); production traffic
+         [&traffic=evaluation | &eval_run=NAME]   unless asked for every eval run's, or one (`sinks.traffic`)
     POST /api/query   {"sql": "SELECT …"}         rows as JSON objects; read-only, checked by the store
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
 """
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from collectors.auth import ApiKeyAuth
 from sinks.errors import QueryRejected, StoreError
+from sinks.traffic import Traffic
 
 if TYPE_CHECKING:
     from ragmon.agent.dashboard import Dashboard, Response
@@ -32,7 +34,7 @@ _HEADERS = {
     "Cache-Control": "no-store",
 }
 
-ReportFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, feature, tenant
+ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
 QueryFn = Callable[[str, "str | None"], list[dict[str, Any]]]  # sql, tenant
 
 
@@ -70,8 +72,13 @@ class ApiServer:
                     except ValueError:
                         self._reply(400, {"error": "since_s must be a number of seconds"})
                         return
+                    try:
+                        traffic = Traffic.from_params(params)
+                    except ValueError as exc:
+                        self._reply(400, {"error": str(exc)})
+                        return
                     feature = params.get("feature", [None])[0]
-                    self._run(lambda: api.report(since_s, feature, tenant))
+                    self._run(lambda: api.report(since_s, feature, tenant, traffic))
                 else:
                     self._reply(404, {"error": f"no such endpoint: {url.path}"})
 

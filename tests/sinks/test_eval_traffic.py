@@ -149,3 +149,20 @@ def test_a_v6_store_migrates_with_its_rows_as_production(
         assert hours == [{"eval_run": "", "n": 200}, {"eval_run": "nightly", "n": 75}]
     finally:
         store.close()
+
+
+def test_the_samplers_recent_p95_figures_are_production_only(store: Store) -> None:
+    """What a restarted sampler seeds the request p95 with, and the stage p95 of the opt-in stage rule."""
+    start_ns = (int(time.time()) // 60 * 60 - 300) * 10**9
+    production = make_batch(20, seed=21, start_ns=start_ns, spread_s=120, features=("qa",), ingest_seq=1)
+    slow_run = make_batch(20, seed=22, start_ns=start_ns, spread_s=120, features=("qa",), eval_run="x", ingest_seq=1)
+    slow_run.duration_ms = [d * 100 for d in slow_run.duration_ms]
+    store.insert_spans(production)
+    store.insert_spans(slow_run)
+    store.roll_up(1, 1)
+
+    roots = sorted(d for d, stage in zip(production.duration_ms, production.stage, strict=True) if stage == "request")
+    seeded = store.recent_request_durations(3600, 100)
+    assert sorted(seeded[("acme", "qa")]) == pytest.approx(roots)
+    p95 = store.recent_p95(3600)
+    assert p95[("qa", "request")] <= max(roots) * 1.01  # the eval run's requests are 100x longer

@@ -350,25 +350,26 @@ class Sampler:
     def _request_p95_of(self, columns: FragmentColumns, rows: np.ndarray) -> np.ndarray:
         """Each row's feature's request p95 before that row (NaN: not known yet), the rows' request durations
         joining their features' windows in row order, as deciding them one by one would. An eval run's row joins
-        no window (its duration is hidden from `p95_then_add`) and is judged against its feature's p95 as the batch's
-        production rows leave it."""
+        no window: it reads the p95 its feature's window has at that point of the order, and the rows after it go on
+        from there, as they would one by one."""
         keys, codes = columns.tenant_features()
         row_codes = codes[rows]
         durations = columns.root_duration_ms[rows]
-        eval_rows = [i for i, row in enumerate(rows.tolist()) if columns.eval_run[row] and durations[i] == durations[i]]
-        if eval_rows:
-            durations = durations.copy()
-            durations[eval_rows] = math.nan
+        evaluation = np.array([bool(columns.eval_run[row]) for row in rows.tolist()], dtype=bool)
         p95 = np.full(len(rows), math.nan)
         order = np.argsort(row_codes, kind="stable")
         groups, starts = np.unique(row_codes[order], return_index=True)
+        latency = self.request_latency
         for code, chunk in zip(groups.tolist(), np.split(order, starts[1:]), strict=True):
             tenant, feature = keys[code]
-            p95[chunk] = self.request_latency.p95_then_add(tenant, feature, durations[chunk])
-        for i in eval_rows:
-            tenant, feature = keys[row_codes[i]]
-            known = self.request_latency.p95(tenant, feature)
-            p95[i] = math.nan if known is None else known
+            start = 0
+            for at in np.flatnonzero(evaluation[chunk]).tolist():  # production runs between the eval rows
+                p95[chunk[start:at]] = latency.p95_then_add(tenant, feature, durations[chunk[start:at]])
+                if durations[chunk[at]] == durations[chunk[at]]:  # a root: judged, as `_decide` would
+                    known = latency.p95(tenant, feature)
+                    p95[chunk[at]] = math.nan if known is None else known
+                start = at + 1
+            p95[chunk[start:]] = latency.p95_then_add(tenant, feature, durations[chunk[start:]])
         return p95
 
     def _remember(self, trace_id: str, decision: _Remembered) -> None:

@@ -48,7 +48,9 @@ span nested in a span of its own stage is not a second call: `rollup_sql.py`; v1
 inserted span) and `spans_1h` (per hour, fed from `spans_1m` by merging its states; the hourly view sees a few
 hundred rows per insert). The figures below for "the rollups" on the insert path were measured with v1's view.
 The report reads whole hours from `spans_1h` and the edge minutes from `spans_1m` (`queries.py`). Both are ordered
-time first (`ROLLUP_ORDER`). Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
+time first (`ROLLUP_ORDER`). From v7 their key ends in `eval_run` (a `ragmon eval run`'s name, '' for production), so
+an eval run's minutes never merge into production's and every production view filters on it (`sinks.traffic`).
+Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
 
 - report over 10M spans / 24 h (load average 2.5–3.0): report(24 h) 159 ms as filled, 64 ms once background merges
   have collapsed the minute rows (OPTIMIZE FINAL); report(7 d) 56–73 ms; report(1 h, feature) 50–63 ms. Before

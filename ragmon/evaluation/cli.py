@@ -154,7 +154,7 @@ def _eval_run(args: argparse.Namespace) -> int:
 
     try:
         if args.data_dir is not None:
-            results = _with_embedded_agent(args.data_dir, lambda endpoint: drive(endpoint, True))
+            results = _with_embedded_agent(args.data_dir, lambda endpoint: drive(endpoint, True), name)
             if results is None:
                 return EXIT_INPUT_ERROR
         else:
@@ -180,7 +180,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _with_embedded_agent(data_dir: Path, drive: Any) -> Any:
+def _with_embedded_agent(data_dir: Path, drive: Any, eval_run: str) -> Any:
     """Run an agent on ``data_dir`` (every trace keeps its text), call ``drive(endpoint)``, wait until stored."""
     from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
     from ragmon.demo.pipeline import run_through_agent
@@ -212,7 +212,7 @@ def _with_embedded_agent(data_dir: Path, drive: Any) -> Any:
     saved = os.environ.get("RAGMON_JUDGE__RUN_IN_AGENT")
     os.environ["RAGMON_JUDGE__RUN_IN_AGENT"] = "false"
     try:
-        code = run_through_agent(data_dir, run_app, out=sys.stderr, sampling=keep_all)
+        code = run_through_agent(data_dir, run_app, out=sys.stderr, sampling=keep_all, eval_run=eval_run)
     finally:
         if saved is None:
             os.environ.pop("RAGMON_JUDGE__RUN_IN_AGENT", None)

@@ -109,6 +109,9 @@ def test_data_dir_run_stores_traces_and_backeval_writes_scores_back(tmp_path: Pa
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "kept the text of 3 of 3 traces" in run.stderr
+    # the run's report is of the run's traffic (the production view leaves it out)
+    table = run.stderr.split("report (what `ragmon report --eval-run dd` shows):\n", 1)[1].split("\n\n", 1)[0]
+    assert table.startswith("feature") and "docs-qa" in table and "request" in table
     with ScriptedOpenAIServer(default=relevance_reply) as server:
         out = tmp_path / "b-dd.jsonl"
         backeval = ragmon_cli(

@@ -89,3 +89,8 @@ def test_the_selector_lists_the_windows_eval_runs_latest_first(client: Any) -> N
 def test_an_unknown_traffic_is_a_clear_error(client: Any) -> None:
     status, body = client("/api/dashboard/overview?traffic=staging")
     assert status == 400 and "traffic must be production or evaluation" in body["error"]
+
+
+def test_an_opened_trace_says_which_eval_run_it_belongs_to(client: Any) -> None:
+    assert _ok(client, f"/api/dashboard/trace?id={NIGHTLY[0].trace_id}")["eval_run"] == "nightly"
+    assert _ok(client, f"/api/dashboard/trace?id={PRODUCTION[0].trace_id}")["eval_run"] == ""

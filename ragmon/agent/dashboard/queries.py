@@ -348,7 +348,8 @@ class DashboardQueries:
 
     def trace(self, trace_id: str, tenant: str | None) -> dict[str, Any] | None:
         """One trace opened up: its spans (for the waterfall), its payload (question, passages with scores,
-        answer, tool calls) and every online judge score with its per-claim verdicts. None if not found."""
+        answer, tool calls), the eval run it belongs to ('' for production) and every online judge score with its
+        per-claim verdicts. None if not found."""
         if not TRACE_ID.match(trace_id):
             raise ValueError("a trace id is 32 lowercase hex characters")
         params = {"trace_id": trace_id}
@@ -362,7 +363,7 @@ class DashboardQueries:
         spans = self._read(
             "SELECT span_id, parent_span_id, name, stage, toUnixTimestamp64Micro(start_time) AS start_us,"
             " duration_ms, status, error_type, model, provider, input_tokens, output_tokens, cost_usd,"
-            " top1_score, similarity_gap, ttft_ms FROM spans FINAL WHERE trace_id = {trace_id:String}"
+            " top1_score, similarity_gap, ttft_ms, eval_run FROM spans FINAL WHERE trace_id = {trace_id:String}"
             " ORDER BY start_time, span_id",
             params,
             tenant,
@@ -378,7 +379,15 @@ class DashboardQueries:
             params,
             tenant,
         )
-        return {"trace_id": trace_id, **_payload_view(payloads), **_waterfall(spans), "scores": _score_view(scores)}
+        # the trace's, as the rollups count it: any of its spans marked (another service's may not be)
+        eval_run = next((str(span["eval_run"]) for span in spans if span["eval_run"]), "")
+        return {
+            "trace_id": trace_id,
+            "eval_run": eval_run,
+            **_payload_view(payloads),
+            **_waterfall(spans),
+            "scores": _score_view(scores),
+        }
 
 
 def _range(params: Mapping[str, Any]) -> dict[str, int]:

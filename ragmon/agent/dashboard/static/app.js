@@ -520,6 +520,7 @@
       el("span", { text: fmtTime(trace.start_ms || null) }),
       el("span", { text: fmtMs(trace.duration_ms) }),
       failed.length ? el("span", { className: "chip reason-error", text: failed.length + " failed span" + (failed.length > 1 ? "s" : "") }) : null,
+      trace.eval_run ? el("span", { className: "chip", text: "eval run " + trace.eval_run }) : null,
     ]);
     if (trace.kept) {
       facts.appendChild(reasonChips(trace.reasons));

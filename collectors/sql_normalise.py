@@ -39,6 +39,7 @@ Decisions kept from the Python normaliser this replaces:
 
 - feature: span ``ragmon.feature``, else resource ``ragmon.feature``, else the service name (never copied from
   other spans of the trace: a column must not depend on batching).
+- eval_run: span ``ragmon.eval.run``, else resource ``ragmon.eval.run``, else '' (production traffic).
 - stage: ragmon > OTel GenAI > OpenInference > OpenLLMetry (see `sql_dialects`); a root without one is
   ``request``, any other span ``other``.
 - cost: ``ragmon.cost_usd`` or ``llm.cost.total`` when given; else from the price table when the span has a
@@ -48,7 +49,8 @@ Decisions kept from the Python normaliser this replaces:
   status without either.
 - attributes: unmapped span attributes as text (strings verbatim, other scalars as text, arrays and kvlists as
   JSON, bytes as base64), cut to `max_attribute_chars`; plus ``service.version`` and
-  ``deployment.environment[.name]`` from the resource, ``exception.message`` and ``otel.status_description``;
+  ``deployment.environment[.name]`` and ``ragmon.eval.run`` from the resource, ``exception.message`` and
+  ``otel.status_description``;
   ``gen_ai.retrieval.documents`` stays when it is not a JSON list of documents. ``ragmon.tenant`` is dropped:
   the tenant is the envelope's, stamped from the API key. Exception event attributes and the kept resource
   attributes are read as scalars (`collectors.sql_values.scalar_text`): an array or kvlist there reads as empty.
@@ -69,14 +71,21 @@ from collectors import sql_dialects as D
 from collectors.sql_pricing import cost_expression, price_rates
 from collectors.sql_redaction import DEFAULT as DEFAULT_REDACTION
 from collectors.sql_redaction import Redaction
-from collectors.sql_values import UINT32_MAX, all_of, quote, raw, scalar_text, truncated, value_text
+from collectors.sql_values import UINT32_MAX, all_of, quote, raw, scalar_text, text, truncated, value_text
 from ragmon import attributes as A
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable, default_price_table
 
 __all__ = ["content_select", "normalise_select", "spans_select"]
 
-_RESOURCE_KEPT: Final = ("service.version", "deployment.environment.name", "deployment.environment")
+# `ragmon.eval.run` is also a resource attribute of an eval run's spans (`ragmon.evaluation.eval_run`): kept so the
+# span's `eval_run` column and `attributes` have it whichever of the two carried it.
+_RESOURCE_KEPT: Final = (
+    "service.version",
+    "deployment.environment.name",
+    "deployment.environment",
+    A.RAGMON_EVAL_RUN,
+)
 _DEFAULT_SERVICE: Final = "unknown_service"  # OTel's own fallback for a resource without service.name
 _COUNTS: Final = ("input_tokens", "output_tokens", "cached_input_tokens", "search_units")
 _TEXT_DEFAULTS: Final = {"user": "''", "session": "''", "model": "''", "provider": "''"}
@@ -306,6 +315,8 @@ def normalise_select(
         "service",
         f"coalesce({_combined(dialects, 'stage')}, '') AS given_stage",
         f"coalesce({_combined(dialects, 'feature')}, resource_feature, service) AS feature",
+        # the span's own marker, else its resource's; '' = production traffic
+        f"coalesce({text(A.RAGMON_EVAL_RUN)}, nullIf(a['{_RESOURCE_PREFIX}{A.RAGMON_EVAL_RUN}'], ''), '') AS eval_run",
         *(f"{_combined(dialects, f, default)} AS {f}" for f, default in _TEXT_DEFAULTS.items()),
         *(_count(dialects, f) for f in _COUNTS),
         *(
@@ -337,6 +348,7 @@ def spans_select(source_table: str, prices: PriceTable | None = None) -> str:
     exprs = {
         **_COMMON_COLUMNS,
         "feature": "feature",
+        "eval_run": "eval_run",
         "user": "texts[2]",
         "session": "texts[3]",
         "service": "service",

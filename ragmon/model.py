@@ -21,6 +21,7 @@ SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "LowCardinality(String)"),
     ("stage", "LowCardinality(String)"),  # embed | search | rerank | generate | tool | request | other
     ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),  # the `ragmon eval run` that sent the span; '' = production traffic
     ("user", "String"),
     ("session", "String"),
     ("service", "LowCardinality(String)"),
@@ -77,6 +78,7 @@ class SpanBatch:
     name: list[str] = field(default_factory=list)
     stage: list[str] = field(default_factory=list)
     feature: list[str] = field(default_factory=list)
+    eval_run: list[str] = field(default_factory=list)
     user: list[str] = field(default_factory=list)
     session: list[str] = field(default_factory=list)
     service: list[str] = field(default_factory=list)

@@ -12,11 +12,22 @@ from typing import Any
 
 from sinks.backend import quote_string
 from sinks.schema import SAMPLING_TABLE
+from sinks.traffic import PRODUCTION, Traffic
 
 
-def kept_share_sql(start_s: int, end_s: int, feature: str | None = None, table: str = SAMPLING_TABLE) -> str:
-    """Traces decided per (feature, outcome, reason) in the minutes of [start_s, end_s]."""
-    where = [f"minute >= toStartOfMinute(toDateTime({int(start_s)}))", f"minute <= toDateTime({int(end_s)})"]
+def kept_share_sql(
+    start_s: int,
+    end_s: int,
+    feature: str | None = None,
+    table: str = SAMPLING_TABLE,
+    traffic: Traffic = PRODUCTION,
+) -> str:
+    """Traces decided per (feature, outcome, reason) in the minutes of [start_s, end_s], of `traffic`."""
+    where = [
+        f"minute >= toStartOfMinute(toDateTime({int(start_s)}))",
+        f"minute <= toDateTime({int(end_s)})",
+        traffic.condition(),
+    ]
     if feature is not None:
         where.append(f"feature = {quote_string(feature)}")
     return (

@@ -23,12 +23,21 @@ import math
 from typing import Any
 
 from sinks.backend import quote_string
+from sinks.traffic import PRODUCTION, Traffic
 
 Z_95 = 1.959963984540054
 
 
-def quality_sql(start_s: int, end_s: int, feature: str | None = None, table: str = "scores") -> str:
-    """One row of sums per (feature, day, metric, judge version) over scores in [start_s, end_s)."""
+def quality_sql(
+    start_s: int,
+    end_s: int,
+    feature: str | None = None,
+    table: str = "scores",
+    traffic: Traffic = PRODUCTION,
+    payloads_table: str = "payloads",
+) -> str:
+    """One row of sums per (feature, day, metric, judge version) over scores in [start_s, end_s) of `traffic`
+    (production unless asked; an eval run's scores are found through its payloads: `sinks.traffic`)."""
     ok = "status = 'ok' AND value IS NOT NULL"
     weighted = f"{ok} AND ifNull(inclusion_probability, 0) > 0"
     p = "assumeNotNull(inclusion_probability)"
@@ -36,6 +45,7 @@ def quality_sql(start_s: int, end_s: int, feature: str | None = None, table: str
         "run_name = ''",
         f"scored_at >= toDateTime64({int(start_s)}, 3)",
         f"scored_at < toDateTime64({int(end_s)}, 3)",
+        traffic.scores_condition(payloads_table),
     ]
     if feature is not None:
         where.append(f"feature = {quote_string(feature)}")

@@ -22,6 +22,7 @@ from sinks.schema import (
     Ddl,
     Topology,
 )
+from sinks.traffic import PRODUCTION, Traffic
 
 _MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 _MERGE_TTFT = TTFT_STATE.replace("(", "Merge(", 1)
@@ -39,12 +40,18 @@ def full_hours(start_s: int, end_s: int) -> tuple[int, int]:
 
 
 def report_sql(
-    topology: Topology, start_s: int, end_s: int, feature: str | None, tenant: str | None
+    topology: Topology,
+    start_s: int,
+    end_s: int,
+    feature: str | None,
+    tenant: str | None,
+    traffic: Traffic = PRODUCTION,
 ) -> tuple[str, dict[str, Any]]:
-    """Per (feature, stage) and per (feature, stage, model) over whole minutes in [start_s, end_s]."""
+    """Per (feature, stage) and per (feature, stage, model) over whole minutes in [start_s, end_s], of `traffic`
+    (production unless asked: `sinks.traffic`)."""
     first_hour, end_hour = full_hours(int(start_s), int(end_s))
     params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s), "h0": first_hour, "h1": end_hour}
-    filters = []
+    filters = [traffic.condition(params=params)]
     if tenant is not None:
         filters.append("tenant = {tenant:String}")
         params["tenant"] = tenant

@@ -35,6 +35,7 @@ FROM (
     SELECT s.tenant AS tenant, s.trace_id AS trace_id,
         if(countIf({_ROOT}) > 0, anyIf(s.feature, {_ROOT}), anyIf(s.feature, s.feature != '')) AS feature,
         if(countIf({_ROOT}) > 0, anyIf(s.user, {_ROOT}), anyIf(s.user, s.user != '')) AS user,
+        anyIf(s.eval_run, s.eval_run != '') AS eval_run,
         count() AS span_count,
         countIf(s.status = 'error') AS error_count,
         countIf({_ROOT}) > 0 AS root_seen,
@@ -44,7 +45,7 @@ FROM (
         min(s.similarity_gap) AS min_similarity_gap,
         max(s.norm_deviation) AS max_norm_deviation
     FROM (
-        SELECT tenant, trace_id, span_id, parent_span_id, feature, user, status, duration_ms, stage,
+        SELECT tenant, trace_id, span_id, parent_span_id, feature, user, eval_run, status, duration_ms, stage,
             top1_score, similarity_gap, norm_deviation
         FROM {ddl.table("spans")}
         WHERE ingest_seq BETWEEN {{seq_from:UInt64}} AND {{seq_to:UInt64}}
@@ -75,6 +76,7 @@ PAYLOAD_INSERT_COLUMNS = (
     "tenant",
     "trace_id",
     "feature",
+    "eval_run",
     "start_time",
     "question",
     "answer",
@@ -123,7 +125,7 @@ WITH kept AS ({kept}
 ),
 spans_info AS (
     SELECT tenant, trace_id, anyIf(feature, {_ROOT}) AS root_feature, anyIf(feature, feature != '') AS any_feature,
-        min(start_time) AS first_start
+        anyIf(eval_run, eval_run != '') AS eval_run, min(start_time) AS first_start
     FROM {ddl.table("spans")}
     WHERE ingest_seq >= {{min_seq:UInt64}} AND trace_id IN {kept_ids}
     GROUP BY tenant, trace_id
@@ -170,7 +172,7 @@ per_trace AS (
     GROUP BY tenant, trace_id
 )
 SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
-    SELECT tenant, trace_id, feature, start_time, question, answer,
+    SELECT tenant, trace_id, feature, eval_run, start_time, question, answer,
         arrayMap(i -> (ids[i], if(i <= length(scores), toNullable(scores[i]), NULL), texts[i]),
             range(1, greatest(length(ids), length(texts)) + 1)) AS passages,
         tool_calls, messages,
@@ -186,8 +188,8 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
         mapFromArrays(arrayMap(e -> concat(e.1, '/', e.2, '/', e.3), rest), arrayMap(e -> e.4, rest)) AS content,
         sampling_reason, sampling_reasons, inclusion_probability
     FROM (
-        SELECT tenant, trace_id, feature, start_time, tool_calls, messages, entries, answer_span, generate_span,
-            passage_span, sampling_reason, sampling_reasons, inclusion_probability,
+        SELECT tenant, trace_id, feature, eval_run, start_time, tool_calls, messages, entries, answer_span,
+            generate_span, passage_span, sampling_reason, sampling_reasons, inclusion_probability,
             -- the last user message of the answering call's prompt: the question of an app traced only at its client
             multiIf(root_question != '', root_question, any_question != '', any_question, chain_input != '',
                 chain_input, retrieval_query != '', retrieval_query,
@@ -200,7 +202,7 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
             -- every text parsed once, as a column of its own: an alias used twice in one SELECT is planned twice
             -- (and the plan is paid per copy)
             SELECT k.tenant AS tenant, k.trace_id AS trace_id,
-                if(si.root_feature != '', si.root_feature, si.any_feature) AS feature,
+                if(si.root_feature != '', si.root_feature, si.any_feature) AS feature, si.eval_run AS eval_run,
                 if(p.trace_id != '', p.first_start, si.first_start) AS start_time,
                 p.root_question AS root_question, p.any_question AS any_question,
                 p.answer_span AS answer_span, p.direct_answer AS direct_answer, p.generate_span AS generate_span,
@@ -267,26 +269,29 @@ LIMIT {{limit:UInt64}}"""
 
 
 def recent_p95_sql(ddl: Ddl) -> str:
-    """Params: window_s (UInt32). p95 per (feature, stage) over the minutes of the last `window_s` seconds."""
+    """Params: window_s (UInt32). p95 per (feature, stage) over the production minutes of the last `window_s`
+    seconds (an eval run's requests say nothing about what is slow for users)."""
     index = DURATION_LEVELS.index(0.95) + 1
     merge = DURATION_STATE.replace("(", "Merge(", 1)
     return f"""
 SELECT feature, stage, {merge}(duration_q)[{index}] AS p95_ms
 FROM {ddl.table(ROLLUP_TABLE)}
 WHERE minute >= toStartOfMinute(now() - {{window_s:UInt32}}) AND minute <= now()  -- not spans stamped ahead
+    AND eval_run = ''
 GROUP BY feature, stage"""
 
 
 def recent_request_durations_sql(ddl: Ddl) -> str:
     """Params: window_s (UInt32), per_feature (UInt32). The durations of the latest root spans per (tenant,
     feature) over the last `window_s` seconds, oldest first: what a restarted sampler seeds each feature's request
-    p95 with, so a restart does not leave "slow" unjudged for a feature's first requests."""
+    p95 with, so a restart does not leave "slow" unjudged for a feature's first requests. Production traffic only,
+    as the sampler's own measure (`ragmon.agent.sampling.request_latency`)."""
     return f"""
 SELECT tenant, feature, arrayReverse(groupArray(duration_ms)) AS durations_ms
 FROM (
     SELECT tenant, feature, duration_ms
     FROM {ddl.table("spans")}
-    WHERE {_ROOT} AND start_time >= now() - {{window_s:UInt32}}
+    WHERE {_ROOT} AND start_time >= now() - {{window_s:UInt32}} AND eval_run = ''
     ORDER BY start_time DESC
     LIMIT {{per_feature:UInt32}} BY tenant, feature
 )

@@ -48,7 +48,9 @@ span nested in a span of its own stage is not a second call: `rollup_sql.py`; v1
 inserted span) and `spans_1h` (per hour, fed from `spans_1m` by merging its states; the hourly view sees a few
 hundred rows per insert). The figures below for "the rollups" on the insert path were measured with v1's view.
 The report reads whole hours from `spans_1h` and the edge minutes from `spans_1m` (`queries.py`). Both are ordered
-time first (`ROLLUP_ORDER`). Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
+time first (`ROLLUP_ORDER`). From v7 their key ends in `eval_run` (a `ragmon eval run`'s name, '' for production), so
+an eval run's minutes never merge into production's and every production view filters on it (`sinks.traffic`).
+Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
 
 - report over 10M spans / 24 h (load average 2.5–3.0): report(24 h) 159 ms as filled, 64 ms once background merges
   have collapsed the minute rows (OPTIMIZE FINAL); report(7 d) 56–73 ms; report(1 h, feature) 50–63 ms. Before
@@ -78,7 +80,7 @@ from dataclasses import dataclass
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from sinks.backend import quote_string
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -117,6 +119,7 @@ PAYLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
     ("trace_id", "String"),
     ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),  # v7: the `ragmon eval run` the trace belongs to; '' = production
     ("start_time", "DateTime64(9)"),
     ("question", "String"),
     ("answer", "String"),
@@ -195,6 +198,7 @@ ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("feature", "LowCardinality(String)"),
     ("stage", "LowCardinality(String)"),
     ("model", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),  # v7: '' = production; else the `ragmon eval run` it counts
     ("minute", "DateTime"),
     ("spans", "SimpleAggregateFunction(sum, UInt64)"),
     ("errors", "SimpleAggregateFunction(sum, UInt64)"),
@@ -215,6 +219,7 @@ SAMPLING_COLUMNS: tuple[tuple[str, str], ...] = (
     ("minute", "DateTime"),
     ("tenant", "LowCardinality(String)"),
     ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),  # v7: '' = production; else the `ragmon eval run` decided
     ("outcome", "LowCardinality(String)"),  # keep | skip | drop
     ("reason", "LowCardinality(String)"),
     ("traces", "SimpleAggregateFunction(sum, UInt64)"),
@@ -223,6 +228,16 @@ SAMPLING_COLUMNS: tuple[tuple[str, str], ...] = (
 HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
+
+# v7 keeps evaluation traffic apart: `eval_run` on spans, payloads, the rollups and the sampling counts. The rollup
+# tables are created as they were before it (v1, v2, v6) and v7 adds the column and appends it to their keys: an
+# AggregatingMergeTree merges rows by key, so a production minute and an eval run's minute must differ in the key.
+EVAL_RUN_COLUMN = ("eval_run", "LowCardinality(String)")
+
+
+def _before_v7(columns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(c for c in columns if c[0] != EVAL_RUN_COLUMN[0])
+
 
 # A cluster's data tables: the name readers and writers use (a `Distributed` table) → its sharding key. Each has a
 # `<name>_local` replicated table per shard under it. One key per trace, so a trace is whole on one shard.
@@ -365,16 +380,20 @@ TTL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 # Time first: the report reads a time range (its edge minutes) across every key, so a key-first order made it
 # read and deserialise every granule of the table: measured over 10M spans / 24 h, report(24 h) took 700 ms with
 # (tenant, feature, stage, model, minute), the 1,440 minutes × 30 keys being spread over all granules.
-ROLLUP_ORDER = "minute, tenant, feature, stage, model"
+ROLLUP_ORDER_V1 = "minute, tenant, feature, stage, model"
+ROLLUP_ORDER = f"{ROLLUP_ORDER_V1}, eval_run"
+SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"
+SAMPLING_ORDER = f"{SAMPLING_ORDER_V6}, eval_run"
 
 
 def minute_rollup_table(ddl: Ddl, r: Retention, name: str) -> str:
+    """The minute rollup as v1–v6 created it (v7 adds `eval_run`)."""
     return ddl.create_table(
         name,
-        ROLLUP_COLUMNS,
+        _before_v7(ROLLUP_COLUMNS),
         engine=ddl.engine("AggregatingMergeTree", name),
         partition_by="toYYYYMM(minute)",
-        order_by=ROLLUP_ORDER,
+        order_by=ROLLUP_ORDER_V1,
         ttl=_ttl("minute", r.rollups_days),
     )
 
@@ -455,11 +474,13 @@ def _v1(ddl: Ddl, r: Retention) -> list[str]:
     ]
 
 
-def hour_rollup_select(ddl: Ddl, source: str | None = None) -> str:
+def hour_rollup_select(ddl: Ddl, source: str | None = None, *, eval_run: bool = True) -> str:
     """Minute rows → hour rows, merging the quantile states (lossless for DDSketch); the hourly view's query (over
-    the storage table, `ddl.local`) and the v2 backfill (`source`: the whole cluster's minutes)."""
+    the storage table, `ddl.local`) and the v2 backfill (`source`: the whole cluster's minutes). `eval_run=False`:
+    as v2–v6 had it, before the rollups had that column."""
+    keep_apart = ", m.eval_run AS eval_run" if eval_run else ""
     return (
-        "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model,\n"
+        f"SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model{keep_apart},\n"
         "    toStartOfHour(m.minute) AS hour,\n"
         "    sum(m.spans) AS spans, sum(m.errors) AS errors,\n"
         f"    {_state(DURATION_STATE, 'MergeState')}(m.duration_q) AS duration_q,\n"
@@ -468,7 +489,7 @@ def hour_rollup_select(ddl: Ddl, source: str | None = None) -> str:
         "    sum(m.cached_input_tokens) AS cached_input_tokens,\n"
         "    sum(m.cost_usd) AS cost_usd, sum(m.cost_known) AS cost_known\n"
         f"FROM {source or ddl.local(ROLLUP_TABLE)} AS m\n"
-        "GROUP BY tenant, feature, stage, model, hour"
+        f"GROUP BY tenant, feature, stage, model{', eval_run' if eval_run else ''}, hour"
     )
 
 
@@ -486,7 +507,7 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
     # Guarded by the live table's key, every step is safe to re-run after a crash at any point.
     old_key = (
         f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
-        f" AND name = '{ROLLUP_TABLE}' AND sorting_key != '{ROLLUP_ORDER}'"
+        f" AND name = '{ROLLUP_TABLE}' AND sorting_key != '{ROLLUP_ORDER_V1}'"
     )
     minutes, rebuilt = ddl.table(ROLLUP_TABLE), ddl.table(ROLLUP_TABLE + "_rebuilt")
     # A cluster is created time-first by v1 (this layout is newer than the key-first order): nothing to rebuild.
@@ -497,7 +518,7 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
             Step(f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}", old_key),
             Step(minute_rollup_table(ddl, r, ROLLUP_TABLE + "_rebuilt"), old_key),
             Step(f"TRUNCATE TABLE {rebuilt}{ddl.on_cluster}", old_key),
-            Step(f"INSERT INTO {rebuilt} SELECT * FROM {minutes}", old_key),
+            Step(f"INSERT INTO {rebuilt} SELECT * FROM {minutes}", old_key),  # both as v1 made them
             Step(f"EXCHANGE TABLES {minutes} AND {rebuilt}{ddl.on_cluster}", old_key),
             f"DROP TABLE IF EXISTS {rebuilt}{ddl.on_cluster}",
             _v1(ddl, r)[-1],  # the per-minute view again (CREATE … IF NOT EXISTS)
@@ -521,10 +542,10 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
     )
     hours = ddl.create_table(
         HOUR_ROLLUP_TABLE,
-        HOUR_ROLLUP_COLUMNS,
+        _before_v7(HOUR_ROLLUP_COLUMNS),
         engine=ddl.engine("AggregatingMergeTree", HOUR_ROLLUP_TABLE),
         partition_by="toYYYYMM(hour)",
-        order_by=ROLLUP_ORDER.replace("minute", "hour"),
+        order_by=ROLLUP_ORDER_V1.replace("minute", "hour"),
         ttl=_ttl("hour", r.rollups_days),
     )
     hour_table = ddl.table(HOUR_ROLLUP_TABLE)
@@ -532,12 +553,12 @@ def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
     # re-run after a crash between the two statements a no-op instead of a double count. On a cluster it reads
     # every shard's minutes and writes through the Distributed hour table (one statement, not one per shard).
     backfill = (
-        f"INSERT INTO {hour_table}\n{hour_rollup_select(ddl, ddl.table(ROLLUP_TABLE))}\n"
+        f"INSERT INTO {hour_table}\n{hour_rollup_select(ddl, ddl.table(ROLLUP_TABLE), eval_run=False)}\n"
         f"HAVING (SELECT count() FROM {hour_table}) = 0"
     )
     hour_view = (
         f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(HOUR_ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
-        f" TO {ddl.local(HOUR_ROLLUP_TABLE)} AS\n{hour_rollup_select(ddl)}"
+        f" TO {ddl.local(HOUR_ROLLUP_TABLE)} AS\n{hour_rollup_select(ddl, eval_run=False)}"
     )
     return [
         *ddl.alter_columns("spans", "ADD COLUMN IF NOT EXISTS ingest_seq UInt64"),
@@ -598,13 +619,50 @@ def _v6(ddl: Ddl, r: Retention) -> list[str]:
     """The sampler's decisions per minute (`SAMPLING_TABLE`): counted from this version on, not back-filled."""
     table = ddl.create_table(
         SAMPLING_TABLE,
-        SAMPLING_COLUMNS,
+        _before_v7(SAMPLING_COLUMNS),
         engine=ddl.engine("AggregatingMergeTree", SAMPLING_TABLE),
         partition_by="toYYYYMM(minute)",
-        order_by="minute, tenant, feature, outcome, reason",
+        order_by=SAMPLING_ORDER_V6,
         ttl=_ttl("minute", r.rollups_days),
     )
     return [table, *ddl.distributed(SAMPLING_TABLE)]
+
+
+def _keyed_eval_run(ddl: Ddl, table: str, columns: tuple[tuple[str, str], ...], order: str) -> list[str | Step]:
+    """`eval_run` added to an aggregating table and appended to its key in one ALTER (ClickHouse lets a key grow
+    only by columns added in the same statement; metadata only, no rows rewritten: old rows read '', production).
+    Guarded by the live key, so a re-run after a crash skips what is done."""
+    names = [name for name, _ in columns]
+    after = names[names.index(EVAL_RUN_COLUMN[0]) - 1]
+    add = f"ADD COLUMN IF NOT EXISTS {EVAL_RUN_COLUMN[0]} {EVAL_RUN_COLUMN[1]} AFTER {after}"
+    storage = ddl.storage_name(table)
+    old_key = (
+        f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
+        f" AND name = {quote_string(storage)} AND sorting_key != {quote_string(order)}"
+    )
+    alter = f"ALTER TABLE {ddl.local(table)}{ddl.on_cluster} {add}, MODIFY ORDER BY ({order})"
+    steps: list[str | Step] = [Step(alter, old_key)]
+    if ddl.topology.cluster:  # the Distributed table over it has no key, only the columns
+        steps.append(f"ALTER TABLE {ddl.table(table)}{ddl.on_cluster} {add}")
+    return steps
+
+
+def _v7(ddl: Ddl) -> list[str | Step]:
+    """Evaluation traffic apart from production: `eval_run` on spans and payloads (old rows read '', production),
+    and in the keys of the rollups and the sampling counts; the hourly view is made again to carry it."""
+    added = (EVAL_RUN_COLUMN,)
+    hour_view = ddl.table(HOUR_ROLLUP_TABLE + "_mv")
+    return [
+        *_added_columns(ddl, "spans", added, SPAN_COLUMNS),
+        *_added_columns(ddl, "payloads", added, PAYLOAD_COLUMNS),
+        *_keyed_eval_run(ddl, ROLLUP_TABLE, ROLLUP_COLUMNS, ROLLUP_ORDER),
+        *_keyed_eval_run(ddl, HOUR_ROLLUP_TABLE, HOUR_ROLLUP_COLUMNS, ROLLUP_ORDER.replace("minute", "hour")),
+        *_keyed_eval_run(ddl, SAMPLING_TABLE, SAMPLING_COLUMNS, SAMPLING_ORDER),
+        # Migrations run before the agent inserts anything, so no minute row lands between these two.
+        f"DROP VIEW IF EXISTS {hour_view}{ddl.on_cluster}",
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {hour_view}{ddl.on_cluster}"
+        f" TO {ddl.local(HOUR_ROLLUP_TABLE)} AS\n{hour_rollup_select(ddl)}",
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -624,6 +682,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(4, "payloads: prompt messages, context source; scores: context source", tuple(_v4(ddl))),
         Migration(5, "minute rollup fed by the agent after sampling (one call per nested run)", tuple(_v5(ddl))),
         Migration(6, "sampling decisions per minute, by outcome and first reason", tuple(_v6(ddl, retention))),
+        Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
     ]
 
 

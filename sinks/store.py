@@ -66,6 +66,7 @@ from sinks.schema import (
 )
 from sinks.schema_doc import described_with_notes
 from sinks.sqlguard import metadata_select, normalise_and_check
+from sinks.traffic import PRODUCTION, Traffic
 
 INSERT_SETTINGS: dict[str, int] = {
     "async_insert": 0,
@@ -452,23 +453,37 @@ class Store:
         return self._select(sql, params, readonly=True)
 
     def report(
-        self, since_s: float, *, feature: str | None = None, tenant: str | None = None, now_s: float | None = None
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
     ) -> list[dict[str, Any]]:
         """Latency, errors, tokens and cost per (feature, stage), with a per-model breakdown, over the last
-        `since_s` seconds (whole minutes) — read from the rollups only (whole hours from `spans_1h`, the edges
-        from `spans_1m`)."""
+        `since_s` seconds (whole minutes) of `traffic` (production unless asked) — read from the rollups only
+        (whole hours from `spans_1h`, the edges from `spans_1m`)."""
         end_s = int(time.time() if now_s is None else now_s)
-        sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant)
+        sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant, traffic)
         return assemble_report(self._select(sql, params))
 
     def quality(
-        self, since_s: float, *, feature: str | None = None, tenant: str | None = None, now_s: float | None = None
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
     ) -> list[dict[str, Any]]:
         """Judged quality per (feature, day, metric, judge version) over the last `since_s` seconds: over the kept
         traces and weighted back to all traffic, with 95 % intervals (`sinks.quality`)."""
         end_s = int(time.time() if now_s is None else now_s)
         settings = tenant_filter_settings(self.topology, tenant) if tenant is not None else None
-        sql = quality_sql(end_s - int(since_s), end_s, feature, self._ddl.table("scores"))
+        sql = quality_sql(
+            end_s - int(since_s), end_s, feature, self._ddl.table("scores"), traffic, self._ddl.table("payloads")
+        )
         return assemble_quality(self._select(sql, settings=settings, readonly=True))
 
     def query(

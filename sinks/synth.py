@@ -35,6 +35,7 @@ def make_batch(
     tenants: tuple[str, ...] = ("acme",),
     error_rate: float = 0.02,
     ingest_seq: int = 0,
+    eval_run: str = "",
 ) -> SpanBatch:
     """`requests` traces of 5 spans each, start times spread uniformly over `spread_s` after `start_ns`
     (default: the minute that began an hour ago — recent, because tables expire old rows at once by TTL).
@@ -67,6 +68,7 @@ def make_batch(
             b.name.append(name)
             b.stage.append(stage)
             b.feature.append(feature)
+            b.eval_run.append(eval_run)
             b.user.append(f"user-{rng.randrange(1000)}")
             b.session.append(f"session-{rng.randrange(300)}")
             b.service.append("rag-api")

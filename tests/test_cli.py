@@ -59,7 +59,9 @@ def test_alerts_on_a_fresh_store_say_the_rules_need_history(tmp_path: Path) -> N
     assert run.returncode == 0, run.stderr
     first, note = run.stdout.splitlines()
     assert first == "no open or recent alerts"
-    assert "need about an hour of traffic before they can fire" in note and note.endswith("this store has none yet")
+    assert "need about an hour of traffic before they can fire" in note and note.endswith(
+        "this store has no production traffic yet"
+    )
 
 
 def test_a_taken_port_names_its_flag_and_leaves_no_data_dir_behind(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from ragmon.agent.writer import StoreWriter
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
 from sinks import Store, open_store
+from sinks.traffic import PRODUCTION, Traffic
 
 log = logging.getLogger("ragmon.agent")
 
@@ -297,8 +298,10 @@ class Agent:
         self.tally(decided)
 
     # -- what the API and the sampler read -------------------------------------------------------------------
-    def _report(self, since_s: float, feature: str | None, tenant: str | None) -> list[dict[str, Any]]:
-        return self.store.report(since_s, feature=feature, tenant=tenant)
+    def _report(
+        self, since_s: float, feature: str | None, tenant: str | None, traffic: Traffic = PRODUCTION
+    ) -> list[dict[str, Any]]:
+        return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
 
     def _query(self, sql: str, tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
         return self.store.query(sql, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)

@@ -2,7 +2,9 @@
 embedded store has one owner. Same API keys as the receivers; a key sees only its tenant's rows.
 
     GET  /health                                  {"status": "ok"}
-    GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`)
+    GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`);
+         [&traffic=evaluation | &eval_run=NAME]   production traffic unless asked for every eval run's, or one
+                                                  (`sinks.traffic`)
     POST /api/query   {"sql": "SELECT …"[, "max_rows": N]}
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows
@@ -27,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from collectors.auth import ApiKeyAuth
 from sinks.errors import QueryRejected, StoreError
+from sinks.traffic import Traffic
 
 if TYPE_CHECKING:
     from ragmon.agent.dashboard import Dashboard, Response
@@ -41,7 +44,7 @@ _HEADERS = {
     "Cache-Control": "no-store",
 }
 
-ReportFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, feature, tenant
+ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
 QueryFn = Callable[[str, "str | None", int], list[dict[str, Any]]]  # sql, tenant, max_rows (then one more)
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
@@ -101,8 +104,13 @@ class ApiServer:
                     except ValueError:
                         self._reply(400, {"error": "since_s must be a number of seconds"})
                         return
+                    try:
+                        traffic = Traffic.from_params(params)
+                    except ValueError as exc:
+                        self._reply(400, {"error": str(exc)})
+                        return
                     feature = params.get("feature", [None])[0]
-                    self._run(lambda: api.report(since_s, feature, tenant))
+                    self._run(lambda: api.report(since_s, feature, tenant, traffic))
                 else:
                     self._reply(404, {"error": f"no such endpoint: {url.path}"})
 

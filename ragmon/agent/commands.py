@@ -142,9 +142,29 @@ def serve(args: argparse.Namespace) -> int:
 
 
 # -- report ------------------------------------------------------------------------------------------------------
+def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
+    """--eval-run NAME / --eval: which traffic a command reads (production by default; `sinks.traffic`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--eval-run", metavar="NAME", help="only the traffic of this `ragmon eval run` (default: production only)"
+    )
+    group.add_argument("--eval", action="store_true", help="only evaluation traffic: every `ragmon eval run`")
+
+
+def traffic_of(args: argparse.Namespace) -> Any:
+    """The `sinks.traffic.Traffic` that --eval-run / --eval ask for; raises CommandError for an empty name."""
+    from sinks.traffic import Traffic
+
+    try:
+        return Traffic.of(eval_run=getattr(args, "eval_run", None), evaluation=getattr(args, "eval", False))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+
+
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=parse_duration_s, default=3600.0, help="window, e.g. 15m, 1h, 7d (default 1h)")
     parser.add_argument("--feature", help="only this feature")
+    add_traffic_arguments(parser)
     parser.add_argument(
         "--json",
         action="store_true",
@@ -155,17 +175,19 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def report(args: argparse.Namespace) -> int:
     try:
-        rows = _read(args, "report", since_s=args.since, feature=args.feature)
+        traffic = traffic_of(args)
+        rows = _read(args, "report", since_s=args.since, feature=args.feature, traffic=traffic)
     except CommandError as exc:
         print(f"ragmon report: {exc}", file=sys.stderr)
         return 2
-    sampling, sampling_error = _kept_share(args)
-    quality, quality_error = _quality(args)
+    sampling, sampling_error = _kept_share(args, traffic)
+    quality, quality_error = _quality(args, traffic)
     if args.json:
         unavailable = {"sampling": sampling_error, "quality": quality_error}
         document = {
             "since_s": args.since,
             "feature": args.feature,
+            "traffic": traffic.label(),
             "stages": rows,
             "sampling": sampling,
             "quality": quality,
@@ -175,27 +197,30 @@ def report(args: argparse.Namespace) -> int:
         return 0
     from sinks.kept_share import format_kept_share
 
+    # Say which traffic this is: evaluation runs are kept out of production figures, and how to see them.
+    aside = "; evaluation runs: --eval or --eval-run NAME" if traffic.is_production else ""
+    print(f"traffic: {traffic.label()}{aside}")
     print(format_report(rows))
     print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
     print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
     return 0
 
 
-def _kept_share(args: argparse.Namespace) -> tuple[dict[str, Any] | None, str]:
+def _kept_share(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
     """What the tail sampler kept over the same window, by reason (read like the quality section)."""
     import time
 
     from sinks.kept_share import kept_share_sql, summarise
 
     end_s = int(time.time())
-    sql = kept_share_sql(end_s - int(args.since), end_s, args.feature)
+    sql = kept_share_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
     try:
         return summarise(_read(args, "query", sql=sql)), ""
     except CommandError as exc:
         return None, str(exc)
 
 
-def _quality(args: argparse.Namespace) -> tuple[list[dict[str, Any]] | None, str]:
+def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any]] | None, str]:
     """Judged quality over the same window, read with the query path (a running agent's API too). A store or
     agent that cannot answer it (older schema, no scores table) costs this section, never the report."""
     import time
@@ -203,7 +228,7 @@ def _quality(args: argparse.Namespace) -> tuple[list[dict[str, Any]] | None, str
     from sinks.quality import assemble_quality, quality_sql
 
     end_s = int(time.time())
-    sql = quality_sql(end_s - int(args.since), end_s, args.feature)
+    sql = quality_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
     try:
         return assemble_quality(_read(args, "query", sql=sql)), ""
     except CommandError as exc:
@@ -408,7 +433,7 @@ def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[s
         raise CommandError(str(exc)) from exc
     try:
         if what == "report":
-            return store.report(params["since_s"], feature=params.get("feature"))
+            return store.report(params["since_s"], feature=params.get("feature"), traffic=params["traffic"])
         return store.query(params["sql"], max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True)
     except StoreError as exc:
         raise CommandError(str(exc)) from exc
@@ -421,11 +446,12 @@ def _ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None)
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     if what == "report":
-        query_string = f"since_s={params['since_s']}"
-        if params.get("feature"):
-            from urllib.parse import quote
+        from urllib.parse import urlencode
 
-            query_string += f"&feature={quote(params['feature'])}"
+        query = {"since_s": params["since_s"], **params["traffic"].to_params()}
+        if params.get("feature"):
+            query["feature"] = params["feature"]
+        query_string = urlencode(query)
         request = urllib.request.Request(f"{api}/api/report?{query_string}", headers=headers)
     else:
         body = json.dumps({"sql": params["sql"], "max_rows": params.get("max_rows", 10_000)}).encode()

@@ -26,8 +26,8 @@ from sinks.errors import StoreError
 
 log = logging.getLogger("ragmon.agent")
 
-# (minute start in epoch seconds, tenant, feature, outcome, reason)
-_Key = tuple[int, str, str, str, str]
+# (minute start in epoch seconds, tenant, feature, eval run ('' = production), outcome, reason)
+_Key = tuple[int, str, str, str, str, str]
 
 
 class SamplingCountStore(Protocol):
@@ -65,7 +65,8 @@ class SamplingTally:
             minute = int(self._wall_clock()) // 60 * 60
             for trace in decided:
                 if trace.decided_by != "late":
-                    self._waiting[(minute, trace.tenant, trace.feature, *outcome_and_reason(trace))] += 1
+                    key = (minute, trace.tenant, trace.feature, trace.eval_run, *outcome_and_reason(trace))
+                    self._waiting[key] += 1
         if self._clock() - self._written_at >= self.write_interval_s:
             self.flush()
 
@@ -79,11 +80,12 @@ class SamplingTally:
                 "minute": datetime.fromtimestamp(minute, UTC),
                 "tenant": tenant,
                 "feature": feature,
+                "eval_run": eval_run,
                 "outcome": outcome,
                 "reason": reason,
                 "traces": n,
             }
-            for (minute, tenant, feature, outcome, reason), n in sorted(self._waiting.items())
+            for (minute, tenant, feature, eval_run, outcome, reason), n in sorted(self._waiting.items())
         ]
         try:  # a token of its own: equal counts of one minute written twice are two writes, not a re-send
             self.store.insert_sampling_counts(rows, dedup_token=uuid.uuid4().hex)

@@ -58,13 +58,15 @@ def run_through_agent(
     out: TextIO = sys.stdout,
     sampling: dict[str, Any] | None = None,
     history_app: Callable[[str], object] | None = None,
+    eval_run: str | None = None,
 ) -> int:
     """Start an agent on `data_dir`, call `run_app(endpoint)`, wait for the pipeline to settle, print the report,
     then replay an hour of history and print the alerts the live run raised against it.
 
     `history_app(endpoint)` runs the app without faults and exports to `endpoint` (default: `run_demo` with the
     offline embedder and generator); pass one configured like `run_app` when the app uses other components, so
-    the baseline is the same app."""
+    the baseline is the same app. `eval_run`: the app's traffic is that `ragmon eval run`'s, so the report shows
+    that run (production views leave eval runs out)."""
     from ragmon.agent.agent import Agent, DataDirInUse
     from ragmon.agent.commands import format_report
     from ragmon.settings import load_settings
@@ -94,8 +96,14 @@ def run_through_agent(
         exit_code = run_app(endpoint)
         _settle(agent)
         window_s = time.time() - started + 60
-        print("\nreport (what `ragmon report` shows):", file=out)
-        print(format_report(agent.store.report(window_s)), file=out)
+        if eval_run is None:
+            print("\nreport (what `ragmon report` shows):", file=out)
+            print(format_report(agent.store.report(window_s)), file=out)
+        else:
+            from sinks.traffic import Traffic
+
+            print(f"\nreport (what `ragmon report --eval-run {eval_run}` shows):", file=out)
+            print(format_report(agent.store.report(window_s, traffic=Traffic.of(eval_run=eval_run))), file=out)
         _print_kept(agent, out)
         drift_alerts(agent, out, started, history_app or _fault_free_app)
         print(

@@ -5,8 +5,9 @@ write its scores back, under the run's name); when an agent does, it asks the ag
 (``POST /api/query``, the path ``ragmon query`` takes) and the scores go to the run's files only. A ClickHouse
 server URL is always opened directly.
 
-Selection: the ``payloads`` of kept traces that started within ``since_s`` (optionally one feature, optionally
-one evaluation run's traces), oldest first, read in pages. Each trace's evaluation row id (``ragmon.eval.row_id``
+Selection: the ``payloads`` of kept traces that started within ``since_s`` (optionally one feature), of production
+traffic unless one evaluation run's traces are asked for (or every run's, ``evaluation``: `sinks.traffic`), oldest
+first, read in pages. Each trace's evaluation row id (``ragmon.eval.row_id``
 on its spans, set by ``ragmon eval run``) comes along, so a back-evaluation of an eval run's traces pairs with
 that run's results file in ``ragmon gate``.
 """
@@ -49,6 +50,7 @@ class Selection:
     since_s: float
     feature: str | None = None
     eval_run: str | None = None
+    evaluation: bool = False  # every eval run's traces (with eval_run None); else production traffic only
     limit: int | None = None
     database: str = ""  # qualify tables ("db.payloads") when the store's default database is another one
 
@@ -78,10 +80,13 @@ def selection_sql(selection: Selection, *, offset: int, page_rows: int) -> str:
     if selection.feature is not None:
         where.append(f"feature = {_quote(selection.feature)}")
     if selection.eval_run is not None:
+        # by the spans' attribute, not the payload's column: payloads copied before schema v7 have eval_run ''
         where.append(
             f"trace_id IN (SELECT trace_id FROM {spans}"
             f" WHERE attributes[{_quote(attr.RAGMON_EVAL_RUN)}] = {_quote(selection.eval_run)})"
         )
+    else:
+        where.append("eval_run != ''" if selection.evaluation else "eval_run = ''")
     return (
         "SELECT tenant, trace_id, feature, question, answer,"
         " arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,"

@@ -16,8 +16,10 @@ commands), so building the ``ragmon`` parser stays cheap and works without the e
 ``ragmon eval run DATASET --app MODULE:FUNCTION [--name RUN] [--endpoint URL | --data-dir D | --no-export]``
     drives an app over a labelled dataset with tracing on and writes a results file (`ragmon.evaluation.eval_run`).
 
-``ragmon backeval [--since 7d] [--feature F] [--eval-run NAME] [--judge NAME] [--name RUN] [--budget-usd X] [--yes]``
-    re-scores stored kept traces with a judge as a named, resumable run (`ragmon.evaluation.backeval`).
+``ragmon backeval [--since 7d] [--feature F] [--eval-run NAME | --eval] [--judge NAME] [--name RUN] [--budget-usd X]``
+``[--yes]``
+    re-scores stored kept traces (production traffic unless asked for eval traffic) with a judge as a named,
+    resumable run (`ragmon.evaluation.backeval`).
 
 Exit codes: **0** pass (gate) / success; **1** regression (gate only); **2** usage or input error — unreadable or
 malformed files, unknown metric names, no query to evaluate; backeval also **3** (stopped by its budget) and
@@ -152,7 +154,7 @@ def _eval_run(args: argparse.Namespace) -> int:
 
     try:
         if args.data_dir is not None:
-            results = _with_embedded_agent(args.data_dir, lambda endpoint: drive(endpoint, True))
+            results = _with_embedded_agent(args.data_dir, lambda endpoint: drive(endpoint, True), name)
             if results is None:
                 return EXIT_INPUT_ERROR
         else:
@@ -178,7 +180,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _with_embedded_agent(data_dir: Path, drive: Any) -> Any:
+def _with_embedded_agent(data_dir: Path, drive: Any, eval_run: str) -> Any:
     """Run an agent on ``data_dir`` (every trace keeps its text), call ``drive(endpoint)``, wait until stored."""
     from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
     from ragmon.demo.pipeline import run_through_agent
@@ -210,7 +212,7 @@ def _with_embedded_agent(data_dir: Path, drive: Any) -> Any:
     saved = os.environ.get("RAGMON_JUDGE__RUN_IN_AGENT")
     os.environ["RAGMON_JUDGE__RUN_IN_AGENT"] = "false"
     try:
-        code = run_through_agent(data_dir, run_app, out=sys.stderr, sampling=keep_all)
+        code = run_through_agent(data_dir, run_app, out=sys.stderr, sampling=keep_all, eval_run=eval_run)
     finally:
         if saved is None:
             os.environ.pop("RAGMON_JUDGE__RUN_IN_AGENT", None)
@@ -381,7 +383,11 @@ def add_backeval_arguments(parser: argparse.ArgumentParser) -> None:
         "--since", type=parse_duration_s, default=7 * 86400.0, help="kept traces that started within, e.g. 7d"
     )
     parser.add_argument("--feature", help="only this feature")
-    parser.add_argument("--eval-run", metavar="NAME", help="only the traces of this `ragmon eval run`")
+    traffic = parser.add_mutually_exclusive_group()
+    traffic.add_argument(
+        "--eval-run", metavar="NAME", help="only the traces of this `ragmon eval run` (default: production traffic)"
+    )
+    traffic.add_argument("--eval", action="store_true", help="only evaluation traffic: every `ragmon eval run`")
     parser.add_argument("--judge", help="judge backend: local, llm or a plugin (default: settings judge.backend)")
     parser.add_argument("--metrics", help="comma-separated metrics (default: the four online metrics)")
     parser.add_argument("--name", help="run name; the same name resumes an interrupted run (default: judge + time)")
@@ -468,7 +474,11 @@ def backeval(args: argparse.Namespace) -> int:
         except EvalInputError as exc:
             return _error("backeval", str(exc))
     api_key = args.api_key or os.environ.get("RAGMON_API_KEY") or None
-    selection = Selection(since_s=args.since, feature=args.feature, eval_run=args.eval_run, limit=args.limit)
+    if args.eval_run == "":
+        return _error("backeval", "--eval-run needs a run name ('' is production traffic)")
+    selection = Selection(
+        since_s=args.since, feature=args.feature, eval_run=args.eval_run, evaluation=args.eval, limit=args.limit
+    )
     try:  # the store first: a missing store fails before a judge model is loaded
         opened = open_trace_source(Path(settings.agent.data_dir), settings.agent.clickhouse_url, api_key)
     except EvalInputError as exc:

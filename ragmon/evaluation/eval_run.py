@@ -1,11 +1,13 @@
 """``ragmon eval run``: drive an app over a dataset with tracing on, score every row, write a results file.
 
 Each row runs inside `run_tracing.tagging_row`, so every span the app emits carries ``ragmon.eval.run`` and
-``ragmon.eval.row_id`` and goes wherever the run exports: the agent at ``--endpoint`` (or the configured
-``RAGMON_EXPORT__ENDPOINT``), an embedded agent on ``--data-dir`` that stores them before the command returns, or
-nowhere (``--no-export``; tests pass an OpenTelemetry exporter). The same spans are kept in memory and scored
-per row (`ragmon.evaluation.row_metrics`). Content capture is on for the run (answers, passages and tool
-arguments are what offline evaluation is about), so keep datasets free of secrets as you would test fixtures.
+``ragmon.eval.row_id`` (the run also as a resource attribute; `run_tracing` says how it reaches third-party spans) —
+the agent keeps the run's traffic out of production views by it — and goes wherever the run exports: the agent at
+``--endpoint`` (or the configured ``RAGMON_EXPORT__ENDPOINT``), an embedded agent on ``--data-dir`` that stores them
+before the command returns, or nowhere (``--no-export``; tests pass an OpenTelemetry exporter). The same spans are
+kept in memory and scored per row (`ragmon.evaluation.row_metrics`). Content capture is on for the run (answers,
+passages and tool arguments are what offline evaluation is about), so keep datasets free of secrets as you would
+test fixtures.
 
 The results file is the gate's format (`ragmon.evaluation.gate_runs`), one row per dataset row, written
 atomically when the run ends; ``ragmon gate`` compares two of them, or one with a back-evaluation run.
@@ -22,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragmon import attributes as attr
 from ragmon.evaluation.app_entry import AppFn, to_app_result
 from ragmon.evaluation.dataset import DatasetRow
 from ragmon.evaluation.retrieval import DEFAULT_KS
 from ragmon.evaluation.row_metrics import AppResult, RowResult, score_row
-from ragmon.evaluation.run_tracing import RowSpanCollector, RowTagger, tagging_row
+from ragmon.evaluation.run_tracing import RowSpanCollector, RowTagger, tag_global_provider, tagging_row
 
 ProgressFn = Callable[[int, int], None]  # (rows done, rows in all)
 
@@ -108,15 +111,19 @@ def traced_run(
     flush_timeout_s: float = 30.0,
 ) -> list[RowResult]:
     """Configure ragmon for the run (own TracerProvider with the tagger and collector, content capture on),
-    run the rows, flush what was exported, and leave ragmon unconfigured again."""
+    run the rows, flush what was exported, and leave ragmon unconfigured again. The run's name is a resource
+    attribute of that provider, and the app's global provider (third-party instrumentation) gets the tagger too:
+    how the marker reaches every span is in `run_tracing`'s docstring."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
     import ragmon
 
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    resource = Resource.create({"service.name": service_name, attr.RAGMON_EVAL_RUN: run_name})
+    provider = TracerProvider(resource=resource)
     collector = RowSpanCollector()
     provider.add_span_processor(RowTagger())
+    tag_global_provider()
     provider.add_span_processor(collector)
     ragmon.configure(
         service_name=service_name,

@@ -9,6 +9,17 @@ Two OpenTelemetry span processors on the run's own TracerProvider (the app's rag
   The row is held in a context variable, so threads the app starts with `ragmon.bind_context` carry it too.
 - `RowSpanCollector.on_end` keeps the finished spans of each row in memory (as `SpanRecord`s), so metrics are
   computed from exactly the spans the app emitted, whether or not they are exported anywhere.
+
+How the run's marker reaches every span, so the store keeps eval traffic apart from production (`eval_run`):
+- the run's own provider has ``ragmon.eval.run`` as a *resource* attribute (`eval_run.traced_run`): every span it
+  exports carries it, whatever context started it — a span outside any row, or in a thread the app started
+  without `ragmon.bind_context`, where the row's context variable is not set;
+- third-party instrumentation (OpenInference, OpenLLMetry, OpenLIT) takes its tracer from OpenTelemetry's *global*
+  provider, which the app sets up and exports from itself: `tag_global_provider` adds a `RowTagger` to it, so those
+  spans carry the run as a span attribute wherever the app sends them. (Not baggage: nothing copies baggage into
+  span attributes unless every provider has a processor for it, and it would travel to services outside the run.)
+- the store counts a whole trace as the run's when any of its spans says so (`sinks/rollup_sql.py`, the sampler),
+  so a span that slipped through both — another service's, in the same trace — is still eval traffic.
 """
 
 from __future__ import annotations
@@ -16,12 +27,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from opentelemetry import trace as trace_api
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import StatusCode
 
 from ragmon import attributes as attr
@@ -51,6 +64,23 @@ class RowTagger(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         return None
+
+
+_tagged: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
+_tagged_lock = threading.Lock()
+
+
+def tag_global_provider() -> bool:
+    """Add a `RowTagger` to OpenTelemetry's global provider when it is an SDK provider (the app's), once per
+    provider — processors cannot be removed, and the tagger does nothing outside a row. Whether one is there."""
+    installed = trace_api.get_tracer_provider()
+    if not isinstance(installed, TracerProvider):
+        return False  # nothing installed (third-party spans are no-ops), or an implementation we cannot join
+    with _tagged_lock:
+        if installed not in _tagged:
+            installed.add_span_processor(RowTagger())
+            _tagged.add(installed)
+    return True
 
 
 class RowSpanCollector(SpanProcessor):

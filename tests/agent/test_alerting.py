@@ -18,8 +18,10 @@ import pytest
 from ragmon.agent.alerting import AlertingService
 from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.drift.cli import collapse_alert_rows
+from ragmon.agent.drift.store_source import StoreSignalSource
 from sinks import Store, open_store
 from sinks.synth import make_batch
+from sinks.traffic import Traffic
 
 BASELINE_MINUTES = 60
 SHIFT_MINUTES = 10
@@ -106,24 +108,26 @@ def _config(hook_url: str, **overrides: Any) -> AlertsConfig:
     )
 
 
-def _fill(store: Store) -> tuple[float, set[str]]:
-    """An hour and a quarter of traffic (one feature), the generate stage 4x slower in the last 10 minutes.
-    Returns the end of the data (minute-aligned) and the slowed traces."""
+def _fill(store: Store, *, slowdown: float = SLOWDOWN, eval_run: str = "", seed: int = 5) -> tuple[float, set[str]]:
+    """An hour and a quarter of traffic (one feature), the generate stage `slowdown` times slower in the last 10
+    minutes (production traffic, or an eval run's). Returns the end of the data (minute-aligned) and the slowed
+    traces."""
     end_s = (int(time.time()) // 60 - 2) * 60
     start_s = end_s - (BASELINE_MINUTES + 5 + SHIFT_MINUTES) * 60
     shift_s = end_s - SHIFT_MINUTES * 60
     batch = make_batch(
         40 * (end_s - start_s) // 60,
-        seed=5,
+        seed=seed,
         start_ns=start_s * 10**9,
         spread_s=end_s - start_s - 30,
         features=("qa",),
         error_rate=0.0,
+        eval_run=eval_run,
     )
     slowed: set[str] = set()
     for i in range(len(batch)):
-        if batch.stage[i] == "generate" and batch.start_time[i] >= shift_s * 10**9:
-            batch.duration_ms[i] *= SLOWDOWN
+        if batch.stage[i] == "generate" and batch.start_time[i] >= shift_s * 10**9 and slowdown != 1.0:
+            batch.duration_ms[i] *= slowdown
             slowed.add(batch.trace_id[i])
     assert max(batch.start_time) < end_s * 10**9
     store.insert_spans(batch)
@@ -163,6 +167,25 @@ def test_a_latency_shift_lands_in_the_alerts_table_and_the_webhook(store: Store,
     assert sent["type"] == "ragmon.alert"
     assert sent["alert"]["alert_id"] == record.alert_id and sent["alert"]["state"] == "firing"
     assert service.dispatcher.stats["hook"].delivered == 1
+
+
+def test_a_shift_only_in_an_eval_runs_traffic_raises_no_alert(store: Store, hook: Hook) -> None:
+    """An eval run slower than production (a candidate model, say) in the same feature and minutes: production is
+    steady, so nothing fires. The same rule over the eval run's traffic does fire, so the data holds a shift and it
+    is the production-only reading that keeps it out."""
+    end_s, _ = _fill(store, slowdown=1.0)
+    _, slowed = _fill(store, eval_run="candidate-7", seed=6)
+    production = AlertingService(_config(hook.url), store, clock=lambda: end_s)
+    assert production.run_once() == []
+    production.stop()
+    assert _alert_rows(store) == [] and hook.bodies == []
+
+    run = StoreSignalSource(store, Traffic.of(eval_run="candidate-7"))
+    evaluation = AlertingService(_config(hook.url), store, clock=lambda: end_s, source=run)
+    [record] = evaluation.run_once()
+    evaluation.stop()
+    assert (record.state, record.stage, record.metric) == ("firing", "generate", "latency_p95_ms")
+    assert record.trace_ids and set(record.trace_ids) <= slowed
 
 
 def test_the_next_run_does_not_fire_the_same_alert_again(store: Store, hook: Hook) -> None:

@@ -32,6 +32,7 @@ def _trace(
     user: str = "u",
     norm_deviation: float | None = None,
     content_bytes: int = 100,
+    eval_run: str = "",
 ) -> list[TraceFragment]:
     """One trace's fragment: a child span of `stage`, and the root when `root`."""
     return [
@@ -47,6 +48,7 @@ def _trace(
             stage_max_ms={stage: duration_ms},
             max_norm_deviation=norm_deviation,
             content_bytes=content_bytes,
+            eval_run=eval_run,
         )
     ]
 
@@ -97,11 +99,13 @@ def test_slow_absolute_thresholds_per_stage_and_trace() -> None:
     assert decided == {_tid(1): Decision.KEEP, _tid(2): Decision.SKIP, _tid(3): Decision.KEEP}
 
 
-def _requests(sampler: Sampler, feature: str, durations_ms: list[float], first: int) -> dict[str, Decision]:
+def _requests(
+    sampler: Sampler, feature: str, durations_ms: list[float], first: int, eval_run: str = ""
+) -> dict[str, Decision]:
     """One whole trace per duration (its root lasts duration + 1 ms), decided one tick at a time."""
     decided = {}
     for i, duration_ms in enumerate(durations_ms):
-        sampler.ingest(_trace(_tid(first + i), feature=feature, duration_ms=duration_ms))
+        sampler.ingest(_trace(_tid(first + i), feature=feature, duration_ms=duration_ms, eval_run=eval_run))
         decided.update({d.trace_id: d.decision for d in sampler.tick()})
     return decided
 
@@ -120,6 +124,18 @@ def test_a_request_is_slow_against_its_own_features_recent_p95() -> None:
     decided |= _requests(sampler, "chat", [1800], 202)  # normal for chat, though longer
     decided |= _requests(sampler, "new-feature", [9000], 203)  # no p95 yet: not judged relative
     assert decided == {_tid(201): Decision.KEEP, _tid(202): Decision.SKIP, _tid(203): Decision.SKIP}
+
+
+def test_an_eval_run_is_judged_against_production_but_never_moves_its_p95() -> None:
+    """An eval run replaying a feature at ten times its latency (a candidate model): each of its requests is slow
+    against production's p95, and however many there are, production's p95 stays where production put it."""
+    sampler = Sampler(_relative_only(), Clock())
+    rng = random.Random(4)
+    _requests(sampler, "faq", [rng.uniform(100, 150) for _ in range(60)], 1)
+    replay = _requests(sampler, "faq", [rng.uniform(1500, 2000) for _ in range(500)], 100, eval_run="candidate")
+    assert set(replay.values()) == {Decision.KEEP}
+    assert sampler.request_latency.p95("t", "faq") < 160
+    assert _requests(sampler, "faq", [600], 1000) == {_tid(1000): Decision.KEEP}  # still slow for production
 
 
 def test_the_floor_keeps_fast_services_from_calling_noise_slow() -> None:

@@ -35,6 +35,7 @@ _SCHEMA = pa.schema(
         ("min_similarity_gap", pa.float64()),
         ("max_norm_deviation", pa.float64()),
         ("content_bytes", pa.uint64()),
+        ("eval_run", pa.string()),
     ]
 )
 _STAGES = ("embed", "search", "rerank", "generate", "tool")
@@ -57,6 +58,7 @@ def _table(fragments: list[TraceFragment]) -> pa.Table:
         columns["min_similarity_gap"].append(f.min_similarity_gap)
         columns["max_norm_deviation"].append(f.max_norm_deviation)
         columns["content_bytes"].append(f.content_bytes)
+        columns["eval_run"].append(f.eval_run)
     return pa.table(columns, schema=_SCHEMA)
 
 
@@ -79,6 +81,8 @@ def _fragment(rng: random.Random, trace_id: str, *, root: bool, seq: int) -> Tra
         max_norm_deviation=rng.choice([None, None, rng.uniform(0.0, 0.1)]),
         content_bytes=rng.randrange(0, 3000),
         first_ingest_seq=seq,
+        # a few traces from an eval run: judged against the production p95, never part of it
+        eval_run=rng.choices(["", "nightly"], [85, 15])[0],
     )
 
 
@@ -122,7 +126,15 @@ def _run(config: SamplerConfig, stream: list[list[TraceFragment]], *, columnar: 
     def record(traces: list) -> None:
         for t in traces:
             decided[t.trace_id].append(
-                (t.tenant, t.decision, t.reasons, round(t.probability, 12), t.decided_by, t.first_ingest_seq)
+                (
+                    t.tenant,
+                    t.decision,
+                    t.reasons,
+                    round(t.probability, 12),
+                    t.decided_by,
+                    t.first_ingest_seq,
+                    t.eval_run,
+                )
             )
 
     for seq, fragments in enumerate(stream):

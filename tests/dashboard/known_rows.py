@@ -34,6 +34,7 @@ class Trace:
     spans: list[Span]
     tenant: str = "acme"
     feature: str = "docs-qa"
+    eval_run: str = ""  # '' = production; a name = that `ragmon eval run`'s traffic
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -82,6 +83,7 @@ def insert_traces(store: Store, traces: list[Trace]) -> None:
             batch.name.append(span.name or span.stage)
             batch.stage.append(span.stage)
             batch.feature.append(trace.feature)
+            batch.eval_run.append(trace.eval_run)
             batch.user.append("u")
             batch.session.append("s")
             batch.service.append("svc")

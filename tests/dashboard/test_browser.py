@@ -232,3 +232,45 @@ def test_another_tenants_key_sees_none_of_the_demo(agent: AgentProcess, page: An
     assert page.locator("tr.trace-row").count() == 0
     assert page.text_content(".kpi:first-child .kpi-value").strip() == "0"
     assert page.locator("#chart-latency .empty").count() == 1
+
+
+def test_the_traffic_selector_shows_an_eval_run_apart(agent: AgentProcess, page: Any, tmp_path: Path) -> None:
+    """An eval run sent to the same agent: the page opens on production (the run's requests are not counted), the
+    Traffic selector lists the run, and choosing it shows that run's requests alone."""
+    from ragmon.evaluation.dataset import example_dataset_path
+
+    dataset = tmp_path / "two.jsonl"
+    dataset.write_text("\n".join(example_dataset_path().read_text().splitlines()[:2]) + "\n")
+    production = _dashboard_json(agent, "overview", since_s="3600")["totals"]["requests"]
+    command = ["-m", "ragmon.cli", "eval", "run", str(dataset), "--name", "browser-eval", "--endpoint", agent.otlp_http]
+    command += ["--app", "ragmon.evaluation.demo_entry:answer", "--out", str(tmp_path / "run.jsonl")]
+    run = subprocess.run(
+        [sys.executable, *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "RAGMON_EXPORT__API_KEY": KEY},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    _wait_until(
+        lambda: _dashboard_json(agent, "overview", since_s="3600", eval_run="browser-eval")["totals"]["requests"] == 2,
+        "the eval run in the rollups",
+    )
+    assert [r["eval_run"] for r in _dashboard_json(agent, "eval_runs", since_s="3600")] == ["browser-eval"]
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+
+    def requests_shown() -> int:
+        return int(page.text_content(".kpi:first-child .kpi-value").replace(",", ""))
+
+    assert page.input_value("#traffic") == "production" and requests_shown() == production
+    assert "Eval run browser-eval" in page.locator("#traffic option").all_text_contents()
+    page.select_option("#traffic", "run:browser-eval")
+    _wait_until(lambda: requests_shown() == 2, "the eval run's requests on the page", timeout_s=30)
+    page.select_option("#traffic", "evaluation")
+    _wait_until(lambda: requests_shown() == 2, "every eval run's requests on the page", timeout_s=30)
+    page.select_option("#traffic", "production")
+    _wait_until(lambda: requests_shown() == production, "production again", timeout_s=30)
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -146,7 +146,7 @@ def test_cluster_and_single_node_ddl_come_from_one_source() -> None:
         cluster.append(re.sub(r"`(\w+)_local`", r"`\1`", single))
     # The single node's v2 also rebuilds a key-first minute rollup of a v1 store, which a cluster never had.
     single_node = migrations(Topology(), Retention())
-    rebuild = [s.sql for m in single_node for s in m.statements if isinstance(s, Step)]
+    rebuild = [s.sql for m in single_node if m.version == 2 for s in m.statements if isinstance(s, Step)]
     statements = executable(schema_sql(None))
     for step in rebuild:  # each guarded step once: v5's plain DROP of the minute view has the text of v2's step
         statements.remove(step)

@@ -94,3 +94,20 @@ def test_pages_cover_the_selection_once(store: Store) -> None:
     paged = select_with(query, selection, page_rows=1)
     assert [t.trace_id for t in paged] == [trace(4), trace(2), trace(1), trace(3)]
     assert sum("OFFSET" in q for q in queries) == 5  # four full pages of one, then an empty one
+
+
+def test_selection_is_production_unless_eval_traffic_is_asked_for(store: Store) -> None:
+    """From schema v7 a payload carries its trace's eval run: a back-evaluation of production quality leaves the
+    eval runs' traces out; `--eval` takes every run's, `--eval-run NAME` one run's."""
+    now = time.time_ns()
+    store.insert_payloads(
+        {"tenant": "default", "trace_id": trace(i), "feature": "docs-qa", "start_time": now - i * 10**9}
+        | {"question": "q?", "answer": "a.", "sampling_reason": "baseline", "eval_run": run}
+        for i, run in ((1, ""), (2, "nightly"), (3, "weekly"), (4, ""))
+    )
+    source = StoreTraceSource(store, owns_store=False)
+    db = store.topology.database
+    production = source.select(Selection(since_s=86400, database=db))
+    assert sorted(t.trace_id for t in production) == [trace(1), trace(4)]
+    evaluation = source.select(Selection(since_s=86400, evaluation=True, database=db))
+    assert sorted(t.trace_id for t in evaluation) == [trace(2), trace(3)]

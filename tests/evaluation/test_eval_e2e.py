@@ -109,6 +109,9 @@ def test_data_dir_run_stores_traces_and_backeval_writes_scores_back(tmp_path: Pa
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "kept the text of 3 of 3 traces" in run.stderr
+    # the run's report is of the run's traffic (the production view leaves it out)
+    table = run.stderr.split("report (what `ragmon report --eval-run dd` shows):\n", 1)[1].split("\n\n", 1)[0]
+    assert table.startswith("feature") and "docs-qa" in table and "request" in table
     with ScriptedOpenAIServer(default=relevance_reply) as server:
         out = tmp_path / "b-dd.jsonl"
         backeval = ragmon_cli(
@@ -126,3 +129,66 @@ def test_data_dir_run_stores_traces_and_backeval_writes_scores_back(tmp_path: Pa
     )  # fmt: skip
     assert query.returncode == 0, query.stderr
     assert json.loads(query.stdout.splitlines()[0])["n"] == len(SLICE)
+
+
+@pytest.mark.slow
+def test_an_eval_run_lands_apart_from_production(
+    tmp_path: Path, agent: AgentProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Production traffic and an eval run of the same app and feature through one agent: every span of the run is
+    stored with its eval_run, the report shows production unless asked for the run, and the run's own report has
+    exactly its requests."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import ragmon
+    from ragmon.demo import RagApp
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "prod-app"}))
+    ragmon.configure(tracer_provider=provider, endpoint=agent.otlp_http, service_name="prod-app")
+    try:
+        app = RagApp()
+        for question in ("How do I rotate an API key?", "What does the agent store?"):
+            app.answer(question)
+        assert ragmon.force_flush(30)
+    finally:
+        ragmon.shutdown()
+        provider.shutdown()
+
+    dataset = tmp_path / "slice.jsonl"
+    lines = example_dataset_path().read_text().splitlines()
+    dataset.write_text("\n".join(line for line in lines if json.loads(line)["id"] in SLICE) + "\n")
+    args = ["eval", "run", str(dataset), "--app", "ragmon.evaluation.demo_entry:answer", "--name", "apart-1"]
+    assert main([*args, "--endpoint", agent.otlp_http, "--out", str(tmp_path / "apart.jsonl")]) == 0
+    capsys.readouterr()
+
+    # Every span of the run carries it; the production spans none.
+    by_run = "SELECT count() AS n FROM spans WHERE eval_run = 'apart-1'"
+    unmarked = f"SELECT count() AS n FROM spans WHERE eval_run = '' AND attributes['{attr.RAGMON_EVAL_RUN}'] != ''"
+    traces = "SELECT uniqExact(trace_id) AS n FROM spans WHERE eval_run = 'apart-1'"
+    assert agent.wait_for(traces, len(SLICE)) == len(SLICE)
+    assert agent.query(unmarked) == [{"n": 0}]
+    assert (
+        agent.query(by_run)[0]["n"]
+        == agent.query("SELECT count() AS n FROM spans WHERE service = 'ragmon-eval'")[0]["n"]
+    )
+    payloads = "SELECT count() AS n FROM payloads FINAL WHERE eval_run = 'apart-1'"
+    assert agent.wait_for(payloads, len(SLICE)) == len(SLICE)
+    # the report trails the spans: wait until both traffics are rolled up
+    rolled = "SELECT sum(spans) AS n FROM spans_1m WHERE stage = 'request'"
+    assert agent.wait_for(rolled, 2 + len(SLICE), timeout_s=60) == 2 + len(SLICE)
+
+    def report(*extra: str) -> dict[tuple[str, str], int]:
+        assert main(["report", "--json", "--since", "1h", "--data-dir", str(agent.data_dir), *extra]) == 0
+        document = json.loads(capsys.readouterr().out)
+        shown = f"eval run {extra[-1]}" if "--eval-run" in extra else "evaluation runs" if extra else "production"
+        assert document["traffic"] == shown  # the JSON says which traffic it counts, as the text does
+        return {(r["feature"], r["stage"]): r["requests"] for r in document["stages"]}
+
+    production, run = report(), report("--eval-run", "apart-1")
+    assert {k: v for k, v in production.items() if k[1] == "request"} == {("docs-qa", "request"): 2}
+    assert {k: v for k, v in run.items() if k[1] == "request"} == {("docs-qa", "request"): len(SLICE)}
+    assert report("--eval") == run
+    assert report("--eval-run", "another-run") == {}
+    assert main(["report", "--since", "1h", "--data-dir", str(agent.data_dir)]) == 0  # the text says which traffic
+    assert capsys.readouterr().out.startswith("traffic: production; evaluation runs: --eval or --eval-run NAME\n")

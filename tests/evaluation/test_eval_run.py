@@ -164,3 +164,61 @@ def test_cli_run_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "broken.jsonl:1 (row 'a'): question: Field required" in capsys.readouterr().err
     assert main(["eval", "run", str(example_dataset_path()), "--app", "nowhere:f", "--no-export"]) == 2
     assert "cannot import 'nowhere'" in capsys.readouterr().err
+
+
+def test_the_run_marks_spans_started_outside_its_rows_by_their_resource(rows: list[DatasetRow]) -> None:
+    """A span the app starts in a thread of its own (no context carried over) is outside every row, so the row
+    tagger cannot mark it; the run's resource attribute still does, and the store reads it from there."""
+    import threading
+
+    def app(row: DatasetRow) -> str:
+        def background() -> None:
+            with ragmon.tool("cache warm-up"):
+                pass
+
+        worker = threading.Thread(target=background)
+        worker.start()
+        worker.join()
+        return "an answer"
+
+    exporter = InMemorySpanExporter()
+    traced_run(rows[:1], app, run_name="nightly-7", span_exporter=exporter)
+    [span] = exporter.get_finished_spans()
+    assert span.name == "execute_tool cache warm-up"
+    assert attr.RAGMON_EVAL_ROW_ID not in (span.attributes or {})  # outside the row: not tagged ...
+    assert span.resource.attributes[attr.RAGMON_EVAL_RUN] == "nightly-7"  # ... but marked by the run
+
+
+def test_third_party_spans_on_the_apps_own_provider_carry_the_run(
+    rows: list[DatasetRow], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instrumentation libraries trace through OpenTelemetry's global provider, which the app set up and exports
+    from itself: the run tags the spans started there during a row, so they land marked wherever they go."""
+    from opentelemetry import trace as trace_api
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    monkeypatch.setattr(trace_api, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace_api, "_TRACER_PROVIDER_SET_ONCE", trace_api.Once())
+    apps_exporter = InMemorySpanExporter()
+    apps_provider = TracerProvider()
+    apps_provider.add_span_processor(SimpleSpanProcessor(apps_exporter))
+    trace_api.set_tracer_provider(apps_provider)
+    library = trace_api.get_tracer("some-instrumentation")  # as an instrumentor takes it, before the run
+
+    def app(row: DatasetRow) -> str:
+        with library.start_as_current_span("ChatCompletion"):
+            return "an answer"
+
+    with library.start_as_current_span("before the run"):
+        pass
+    traced_run(rows[:2], app, run_name="nightly-8", span_exporter=InMemorySpanExporter())
+    traced_run(rows[:1], app, run_name="nightly-9", span_exporter=InMemorySpanExporter())  # tagged once, not twice
+    marks = [(s.name, (s.attributes or {}).get(attr.RAGMON_EVAL_RUN)) for s in apps_exporter.get_finished_spans()]
+    assert marks == [
+        ("before the run", None),
+        ("ChatCompletion", "nightly-8"),
+        ("ChatCompletion", "nightly-8"),
+        ("ChatCompletion", "nightly-9"),
+    ]
+    assert len(apps_provider._active_span_processor._span_processors) == 2  # the app's exporter and one tagger

@@ -51,6 +51,7 @@ def _batch(spans: list[Span]) -> SpanBatch:
             "name": s.span_id,
             "stage": s.stage,
             "feature": "support",
+            "eval_run": "",
             "user": "",
             "session": "",
             "service": "app",

@@ -11,7 +11,15 @@ from ragmon.model import SPAN_COLUMNS
 from sinks import Retention, Store, Topology, open_store
 from sinks.arrow import to_table
 from sinks.chhttp import ClickHouseHttpServer
-from sinks.schema import ROLLUP_ORDER, SCHEMA_VERSION, TTL_COLUMNS, Step, bootstrap_statements, migrations
+from sinks.schema import (
+    ROLLUP_ORDER,
+    ROLLUP_ORDER_V1,
+    SCHEMA_VERSION,
+    TTL_COLUMNS,
+    Step,
+    bootstrap_statements,
+    migrations,
+)
 
 
 def test_spans_columns_come_from_the_model(store: Store) -> None:
@@ -91,7 +99,7 @@ def test_a_v1_store_migrates_to_v2_and_keeps_its_report(engine_dir: Path, databa
     for statement in bootstrap_statements(topology) + list(migrations(topology, Retention())[0].statements):
         assert isinstance(statement, str)
         old.backend.execute(
-            statement.replace(f"ORDER BY ({ROLLUP_ORDER})", "ORDER BY (tenant, feature, stage, model, minute)")
+            statement.replace(f"ORDER BY ({ROLLUP_ORDER_V1})", "ORDER BY (tenant, feature, stage, model, minute)")
         )
     old.backend.execute(f"ALTER TABLE {database}.spans DROP COLUMN ingest_seq")
     old.backend.execute(f"INSERT INTO {database}.schema_migrations (version, description) VALUES (1, 'v1')")

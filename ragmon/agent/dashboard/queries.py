@@ -9,6 +9,9 @@ Latency and cost come from the rollups (every span, never only the kept ones); q
 scores on kept traces, each weighted by 1 / its trace's inclusion probability (`payloads.inclusion_probability`),
 so traces kept at 100 % for being slow or failing do not outvote the baseline sample they were drawn beside
 (the score's own probability when the judge recorded it — it includes judge sampling — else the payload's).
+
+Every view is of one traffic (`sinks.traffic`): production by default, else every eval run or one — the page's
+"Traffic" selector. `eval_runs` lists the runs there are, for that selector.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any, Protocol
 
 from sinks.kept_share import summarise
 from sinks.schema import DURATION_LEVELS, DURATION_STATE, SAMPLING_TABLE
+from sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
 # Chart buckets: the smallest of these that gives at most ~_TARGET_POINTS points over the window. Buckets that
 # are whole hours read the hourly rollup; shorter ones the per-minute rollup (its finest grain is a minute).
@@ -41,7 +45,13 @@ class DashboardStore(Protocol):
     """The part of `sinks.Store` the dashboard reads through."""
 
     def report(
-        self, since_s: float, *, feature: str | None = None, tenant: str | None = None, now_s: float | None = None
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
     ) -> list[dict[str, Any]]: ...
 
     def query(
@@ -88,12 +98,14 @@ class DashboardQueries:
         return self.store.query(sql, params, tenant=tenant)
 
     # -- numbers of every span -----------------------------------------------------------------------------
-    def overview(self, since_s: float, tenant: str | None, feature: str | None = None) -> dict[str, Any]:
+    def overview(
+        self, since_s: float, tenant: str | None, feature: str | None = None, traffic: Traffic = PRODUCTION
+    ) -> dict[str, Any]:
         """Headline figures, p50/p95 per stage over the window, cost and tokens per (feature, model), the
         features seen. Per-stage figures merge the sketches of every feature (not a max of per-feature p95s)."""
-        report = self.store.report(since_s, tenant=tenant, now_s=self.clock())
+        report = self.store.report(since_s, tenant=tenant, now_s=self.clock(), traffic=traffic)
         rows = [row for row in report if feature is None or row["feature"] == feature]
-        params, where, table = self._window(since_s, feature)
+        params, where, table = self._window(since_s, feature, traffic)
         stages = [
             {
                 "stage": row["stage"],
@@ -108,7 +120,7 @@ class DashboardQueries:
                 tenant,
             )
         ]
-        sampling = self._kept_share(since_s, tenant, feature)
+        sampling = self._kept_share(since_s, tenant, feature, traffic)
         request = next((stage for stage in stages if stage["stage"] == "request"), None)
         costs = [row["cost_usd"] for row in rows if row["cost_usd"] is not None]
         return {
@@ -126,11 +138,11 @@ class DashboardQueries:
             "sampling": {key: sampling[key] for key in ("decided", "kept", "kept_by_reason")},
         }
 
-    def _kept_share(self, since_s: float, tenant: str | None, feature: str | None) -> dict[str, Any]:
+    def _kept_share(self, since_s: float, tenant: str | None, feature: str | None, traffic: Traffic) -> dict[str, Any]:
         """The tail sampler's decisions in the window: how many traces, how many kept, by first reason."""
         params = self._buckets(since_s)
         where = "minute >= toDateTime({start_s:Int64}) AND minute <= toDateTime({end_s:Int64})"
-        where += _feature_filter(feature, params)
+        where += _feature_filter(feature, params) + f" AND {traffic.condition(params=params)}"
         rows = self._read(
             f"SELECT feature, outcome, reason, sum(traces) AS traces FROM {SAMPLING_TABLE} WHERE {where}"
             " GROUP BY feature, outcome, reason",
@@ -145,18 +157,37 @@ class DashboardQueries:
         step = bucket_step_s(since_s)
         return {"step": step, "start_s": (now_s - int(since_s)) // step * step, "end_s": now_s}
 
-    def _window(self, since_s: float, feature: str | None) -> tuple[dict[str, Any], str, str]:
+    def _window(
+        self, since_s: float, feature: str | None, traffic: Traffic = PRODUCTION
+    ) -> tuple[dict[str, Any], str, str]:
         """(params, WHERE, rollup table) for the chart buckets of a window ending now; the first bucket starts
         on a step boundary, so it may reach a little before the window (never more than one step)."""
         params = self._buckets(since_s)
         table, column = _rollup_for(params["step"])
         where = f"{column} >= toDateTime({{start_s:Int64}}) AND {column} <= toDateTime({{end_s:Int64}})"
+        where += f" AND {traffic.condition(params=params)}"
         return params, where + _feature_filter(feature, params), table
 
-    def latency(self, since_s: float, tenant: str | None, feature: str | None = None) -> dict[str, Any]:
+    def eval_runs(self, since_s: float, tenant: str | None) -> list[dict[str, Any]]:
+        """The eval runs with traffic in the window, latest first: {eval_run, spans, last_ms} (the selector)."""
+        params, where, table = self._window(since_s, None, EVALUATION)
+        column = _rollup_for(params["step"])[1]
+        rows = self._read(
+            f"SELECT eval_run, sum(spans) AS n, max({column}) AS last FROM {table} WHERE {where}"
+            " GROUP BY eval_run ORDER BY last DESC, eval_run LIMIT 200",
+            params,
+            tenant,
+        )
+        return [
+            {"eval_run": row["eval_run"], "spans": int(row["n"]), "last_ms": _epoch_ms(row["last"])} for row in rows
+        ]
+
+    def latency(
+        self, since_s: float, tenant: str | None, feature: str | None = None, traffic: Traffic = PRODUCTION
+    ) -> dict[str, Any]:
         """p50/p95 per stage per bucket, from the rollups: {step_s, series: [{stage, t_ms, p50_ms, p95_ms, spans,
         errors}]} with the lists aligned by bucket."""
-        params, where, table = self._window(since_s, feature)
+        params, where, table = self._window(since_s, feature, traffic)
         column = _rollup_for(params["step"])[1]
         rows = self._read(
             f"SELECT toUnixTimestamp(toStartOfInterval({column}, toIntervalSecond({{step:UInt32}}))) AS t,"
@@ -177,7 +208,9 @@ class DashboardQueries:
         return {**_range(params), "series": [{"stage": stage, **values} for stage, values in series.items()]}
 
     # -- judged quality of kept traces ---------------------------------------------------------------------
-    def quality(self, since_s: float, tenant: str | None, feature: str | None = None) -> dict[str, Any]:
+    def quality(
+        self, since_s: float, tenant: str | None, feature: str | None = None, traffic: Traffic = PRODUCTION
+    ) -> dict[str, Any]:
         """Per judge metric and bucket (by the request's time): the mean score weighted by 1 / inclusion
         probability, the plain mean beside it, how many scores and their summed weight.
 
@@ -186,6 +219,7 @@ class DashboardQueries:
         reaches back as far as payloads are kept (their start time places a score in time)."""
         params = self._buckets(since_s)
         feature_where = _feature_filter(feature, params, "p.feature")
+        feature_where += f" AND {traffic.condition('p.eval_run', params)}"
         probability = "if(ifNull(s.judged_p, 0) > 0, ifNull(s.judged_p, 0), p.inclusion_probability)"
         # Online scores only (run_name ''); a re-judged (trace, metric) counts once, with its latest value.
         rows = self._read(
@@ -196,7 +230,8 @@ class DashboardQueries:
             " FROM (SELECT tenant, trace_id, metric, argMax(value, scored_at) AS score,"
             "  argMax(inclusion_probability, scored_at) AS judged_p FROM scores FINAL"
             "  WHERE run_name = '' AND status = 'ok' AND value IS NOT NULL GROUP BY tenant, trace_id, metric) AS s"
-            " INNER JOIN (SELECT tenant, trace_id, feature, start_time, inclusion_probability FROM payloads FINAL"
+            " INNER JOIN (SELECT tenant, trace_id, feature, eval_run, start_time, inclusion_probability"
+            "  FROM payloads FINAL"
             "  WHERE inclusion_probability > 0) AS p ON s.tenant = p.tenant AND s.trace_id = p.trace_id"
             " WHERE p.start_time >= toDateTime({start_s:Int64}) AND p.start_time <= toDateTime({end_s:Int64})"
             f"{feature_where}"
@@ -248,14 +283,19 @@ class DashboardQueries:
 
     # -- kept traces ---------------------------------------------------------------------------------------
     def traces(
-        self, since_s: float, tenant: str | None, feature: str | None = None, limit: int = 100
+        self,
+        since_s: float,
+        tenant: str | None,
+        feature: str | None = None,
+        limit: int = 100,
+        traffic: Traffic = PRODUCTION,
     ) -> list[dict[str, Any]]:
         """Kept traces, newest first: why kept, inclusion probability, duration, status and their judge scores."""
         now_s = int(self.clock())
         params: dict[str, Any] = {"start_s": now_s - int(since_s), "limit": max(1, min(int(limit), MAX_TRACES))}
-        feature_where = _feature_filter(feature, params)
+        feature_where = _feature_filter(feature, params) + f" AND {traffic.condition(params=params)}"
         kept = self._read(
-            "SELECT tenant, trace_id, feature, start_time,"
+            "SELECT tenant, trace_id, feature, eval_run, start_time,"
             f" substring(question, 1, {_QUESTION_PREVIEW_CHARS}) AS question,"
             " sampling_reasons, inclusion_probability FROM payloads FINAL"
             f" WHERE start_time >= toDateTime({{start_s:Int64}}){feature_where}"
@@ -294,6 +334,7 @@ class DashboardQueries:
                 {
                     "trace_id": row["trace_id"],
                     "feature": row["feature"],
+                    "eval_run": row["eval_run"],
                     "start_ms": _epoch_ms(row["start_time"]),
                     "question": row["question"],
                     "reasons": list(row["sampling_reasons"]),
@@ -308,7 +349,8 @@ class DashboardQueries:
 
     def trace(self, trace_id: str, tenant: str | None) -> dict[str, Any] | None:
         """One trace opened up: its spans (for the waterfall), its payload (question, passages with scores,
-        answer, tool calls) and every online judge score with its per-claim verdicts. None if not found."""
+        answer, tool calls), the eval run it belongs to ('' for production) and every online judge score with its
+        per-claim verdicts. None if not found."""
         if not TRACE_ID.match(trace_id):
             raise ValueError("a trace id is 32 lowercase hex characters")
         params = {"trace_id": trace_id}
@@ -322,7 +364,7 @@ class DashboardQueries:
         spans = self._read(
             "SELECT span_id, parent_span_id, name, stage, toUnixTimestamp64Micro(start_time) AS start_us,"
             " duration_ms, status, error_type, model, provider, input_tokens, output_tokens, cost_usd,"
-            " top1_score, similarity_gap, ttft_ms,"
+            " top1_score, similarity_gap, ttft_ms, eval_run,"
             # what went wrong, in the app's words: the exception's message, else the status description
             f" if(status = 'error', substring(if(attributes['exception.message'] != '',"
             f" attributes['exception.message'], attributes['otel.status_description']), 1, {_ERROR_MESSAGE_CHARS}),"
@@ -342,7 +384,15 @@ class DashboardQueries:
             params,
             tenant,
         )
-        return {"trace_id": trace_id, **_payload_view(payloads), **_waterfall(spans), "scores": _score_view(scores)}
+        # the trace's, as the rollups count it: any of its spans marked (another service's may not be)
+        eval_run = next((str(span["eval_run"]) for span in spans if span["eval_run"]), "")
+        return {
+            "trace_id": trace_id,
+            "eval_run": eval_run,
+            **_payload_view(payloads),
+            **_waterfall(spans),
+            "scores": _score_view(scores),
+        }
 
 
 def _range(params: Mapping[str, Any]) -> dict[str, int]:

@@ -8,6 +8,10 @@
     GET /api/dashboard/alerts                         open alerts
     GET /api/dashboard/traces?since_s=&feature=&limit=    kept traces, newest first
     GET /api/dashboard/trace?id=<32 hex>              one trace: spans, passages, answer, judge verdicts
+    GET /api/dashboard/eval_runs?since_s=             the eval runs with traffic in the window (the selector)
+
+Traffic. Every view but `trace` and `alerts` is of production traffic unless `traffic=evaluation` (every
+`ragmon eval run`) or `eval_run=NAME` (one) says otherwise (`sinks.traffic`); alerts come from production only.
 
 Keys. The JSON endpoints take the API's keys (``Authorization: Bearer`` or ``x-api-key``) and read only the key's
 tenant; with no keys configured they read every tenant, as `/api/report` does. The page and its files are public
@@ -36,6 +40,7 @@ from collectors.auth import ApiKeyAuth
 from ragmon.agent.dashboard.assets import Assets
 from ragmon.agent.dashboard.queries import MAX_TRACES, MAX_WINDOW_S, MIN_WINDOW_S, DashboardQueries
 from sinks.errors import QueryRejected, StoreError
+from sinks.traffic import Traffic
 
 log = logging.getLogger("ragmon.agent")
 
@@ -103,6 +108,13 @@ def _feature(params: Mapping[str, list[str]]) -> str | None:
     return params.get("feature", [""])[0] or None
 
 
+def _traffic(params: Mapping[str, list[str]]) -> Traffic:
+    try:
+        return Traffic.from_params(params)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
 def _limit(params: Mapping[str, list[str]]) -> int:
     text = params.get("limit", ["100"])[0]
     if not text.isdigit() or not 1 <= int(text) <= MAX_TRACES:
@@ -127,11 +139,12 @@ class Dashboard:
         self.assets = Assets()
         self._bind_host = bind_host.strip("[]").lower()
         self._endpoints: dict[str, Callable[[Mapping[str, list[str]], str | None], Any]] = {
-            "overview": lambda p, tenant: queries.overview(_window_s(p), tenant, _feature(p)),
-            "latency": lambda p, tenant: queries.latency(_window_s(p), tenant, _feature(p)),
-            "quality": lambda p, tenant: queries.quality(_window_s(p), tenant, _feature(p)),
+            "overview": lambda p, tenant: queries.overview(_window_s(p), tenant, _feature(p), _traffic(p)),
+            "latency": lambda p, tenant: queries.latency(_window_s(p), tenant, _feature(p), _traffic(p)),
+            "quality": lambda p, tenant: queries.quality(_window_s(p), tenant, _feature(p), _traffic(p)),
             "alerts": lambda p, tenant: queries.open_alerts(tenant),
-            "traces": lambda p, tenant: queries.traces(_window_s(p), tenant, _feature(p), _limit(p)),
+            "traces": lambda p, tenant: queries.traces(_window_s(p), tenant, _feature(p), _limit(p), _traffic(p)),
+            "eval_runs": lambda p, tenant: queries.eval_runs(_window_s(p), tenant),
             "trace": self._trace,
         }
 

@@ -91,15 +91,20 @@ _HISTORY_NEEDED = "the default rules need about an hour of traffic before they c
 
 
 def _history_note(args: argparse.Namespace) -> str:
-    """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has."""
+    """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has
+    (production: evaluation runs never feed the drift rules, `sinks.traffic`)."""
     commands = _commands()
     why = "  drift rules compare recent traffic with a baseline of earlier traffic"
     try:
-        (row,) = commands._read(args, "query", sql="SELECT uniqExact(minute) AS minutes FROM spans_1m")
+        (row,) = commands._read(
+            args, "query", sql="SELECT uniqExact(minute) AS minutes FROM spans_1m WHERE eval_run = ''"
+        )
     except (commands.CommandError, ValueError):
         return f"{why}: {_HISTORY_NEEDED}"
     minutes = int(row["minutes"])
-    return f"{why}: {_HISTORY_NEEDED}; this store has " + (f"traffic in {minutes} minute(s)" if minutes else "none yet")
+    return f"{why}: {_HISTORY_NEEDED}; this store has " + (
+        f"production traffic in {minutes} minute(s)" if minutes else "no production traffic yet"
+    )
 
 
 def _extra(row: Mapping[str, Any], name: str) -> Any:

@@ -15,6 +15,10 @@ Where each signal comes from:
   the verdict became known, not by the trace's start: the evaluator judges each window once, a couple of minutes
   after it closes, so windowing by trace time would silently drop every verdict the judge worker delivered later.
 
+Production traffic only, unless built with another `sinks.traffic.Traffic`: an eval run's spans, minutes and
+scores (found through its payloads) are neither a baseline nor an alert — a dataset replayed against the app, or a
+candidate model tried on it, must not fire a drift alert, nor move the baseline production is compared with.
+
 Stage "" (the request as a whole) is the root span, stored with stage 'request'. Float32 columns (scores, gaps,
 norms) come back as the float32 values stored.
 """
@@ -29,6 +33,7 @@ import numpy as np
 
 from ragmon.agent.drift.signals import SIGNALS, Sample, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
 from sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl, Topology
+from sinks.traffic import PRODUCTION, Traffic
 
 _EXAMPLES = 3  # example trace ids per window / sample, as InMemorySignalSource
 _JUDGED = ("faithfulness", "relevance")
@@ -88,13 +93,18 @@ def _ns(seconds: float) -> int:
 class StoreSignalSource:
     """A `SignalSource` reading the store's tables (see the module docstring). Thread-safe as the store is."""
 
-    def __init__(self, store: StoreReader) -> None:
+    def __init__(self, store: StoreReader, traffic: Traffic = PRODUCTION) -> None:
         self.store = store
+        self.traffic = traffic
         ddl = Ddl(store.topology)
         self._spans = ddl.table("spans")
         self._rollup = ddl.table(ROLLUP_TABLE)
         self._scores = ddl.table("scores")
         self._payloads = ddl.table("payloads")
+        # every spans/rollup read is of `traffic`, and so is every score (through its trace's payload)
+        self._traffic = traffic.condition()
+        self._scope = f"{_SCOPE} AND {self._traffic}"
+        self._scored = traffic.scores_condition(self._payloads)
 
     # -- SignalSource --------------------------------------------------------------------------------------------
     def scopes(self, signal: str, start_s: float, end_s: float) -> Sequence[ScopeKey]:
@@ -104,7 +114,7 @@ class StoreSignalSource:
             sql = (
                 f"SELECT DISTINCT tenant, feature, '' AS stage FROM {self._scores}"
                 " WHERE metric = {metric:String} AND run_name = '' AND value IS NOT NULL AND isFinite(value)"
-                f" AND {_time_range('scored_at')}"
+                f" AND {_time_range('scored_at')} AND {self._scored}"
             )
             params["metric"] = signal
         elif signal in _ROLLUP_SIGNALS or signal == "sla_share":
@@ -112,11 +122,12 @@ class StoreSignalSource:
             sql = (
                 f"SELECT DISTINCT tenant, feature, stage FROM {self._rollup}"
                 " WHERE minute >= toDateTime({start_s:Int64}) AND minute < toDateTime({end_s:Int64})"
+                f" AND {self._traffic}"
             )
         else:
             sql = (
                 f"SELECT DISTINCT tenant, feature, stage FROM {self._spans}"
-                f" WHERE {_time_range('start_time')} AND {_SPAN_COLUMNS[signal]} IS NOT NULL"
+                f" WHERE {_time_range('start_time')} AND {_SPAN_COLUMNS[signal]} IS NOT NULL AND {self._traffic}"
             )
         keys = {
             ScopeKey(str(r["tenant"]), str(r["feature"]), _signal_stage(str(r["stage"])))
@@ -154,7 +165,7 @@ class StoreSignalSource:
         rows = self._read(
             f"SELECT toFloat64({column}) AS value, trace_id FROM ("
             f" SELECT {column}, trace_id, span_id FROM {self._spans}"
-            f" WHERE {_SCOPE} AND {_time_range('start_time')} AND {column} IS NOT NULL AND isFinite({column})"
+            f" WHERE {self._scope} AND {_time_range('start_time')} AND {column} IS NOT NULL AND isFinite({column})"
             " LIMIT 1 BY tenant, trace_id, span_id)"
             " ORDER BY cityHash64(trace_id, span_id) LIMIT {max_values:UInt64}",
             params,
@@ -176,7 +187,7 @@ class StoreSignalSource:
             " sum(input_tokens) + sum(output_tokens) AS tokens, sum(cost_usd) AS cost_usd,"
             " sum(cost_known) AS cost_known"
             f" FROM {self._rollup}"
-            f" WHERE {_SCOPE} AND minute >= toDateTime({{start_s:Int64}}) AND minute < toDateTime({{end_s:Int64}})"
+            f" WHERE {self._scope} AND minute >= toDateTime({{start_s:Int64}}) AND minute < toDateTime({{end_s:Int64}})"
             " GROUP BY window HAVING spans > 0 ORDER BY window",
             params,
         )
@@ -204,7 +215,7 @@ class StoreSignalSource:
         rows = self._read(
             f"SELECT {_SPAN_WINDOW} AS window, count() AS n, countIf(duration_ms <= {{sla_ms:Float64}}) AS within"
             f" FROM (SELECT start_time, duration_ms FROM {self._spans}"
-            f" WHERE {_SCOPE} AND {_time_range('start_time')} LIMIT 1 BY tenant, trace_id, span_id)"
+            f" WHERE {self._scope} AND {_time_range('start_time')} LIMIT 1 BY tenant, trace_id, span_id)"
             " GROUP BY window ORDER BY window",
             params,
         )
@@ -224,7 +235,7 @@ class StoreSignalSource:
         rows = self._read(
             f"SELECT {_SPAN_WINDOW} AS window, avg(toFloat64({column})) AS value, count() AS n"
             f" FROM (SELECT start_time, {column} FROM {self._spans}"
-            f" WHERE {_SCOPE} AND {_time_range('start_time')} AND {column} IS NOT NULL AND isFinite({column})"
+            f" WHERE {self._scope} AND {_time_range('start_time')} AND {column} IS NOT NULL AND isFinite({column})"
             " LIMIT 1 BY tenant, trace_id, span_id)"
             " GROUP BY window ORDER BY window",
             self._span_window_params(query),
@@ -236,7 +247,7 @@ class StoreSignalSource:
     def _window_examples(self, query: SeriesQuery) -> dict[float, tuple[str, ...]]:
         """The worst few traces per window (slowest, failed, most expensive, lowest-scoring), from raw spans."""
         params = {**self._span_window_params(query), "examples": _EXAMPLES}
-        where = f"{_SCOPE} AND {_time_range('start_time')}"
+        where = f"{self._scope} AND {_time_range('start_time')}"
         if query.signal == "error_rate":
             picked = "groupArrayIf({examples:UInt64})(trace_id, status = 'error')"
         else:
@@ -267,6 +278,7 @@ class StoreSignalSource:
             f"SELECT trace_id, scored_at, value FROM {self._scores}"
             " WHERE tenant = {tenant:String} AND feature = {feature:String} AND metric = {metric:String}"
             f" AND run_name = '' AND value IS NOT NULL AND isFinite(value) AND {_time_range('scored_at')}"
+            f" AND {self._scored}"
         )
         rows = self._read(
             "SELECT s.trace_id AS trace_id, toUnixTimestamp64Milli(s.scored_at) AS scored_ms, s.value AS value,"

@@ -66,6 +66,11 @@ class FragmentColumns:
         self.trace_id: list[str] = table.column("trace_id").to_pylist()
         self._feature = pc.fill_null(table.column("feature"), "")
         self._user = pc.fill_null(table.column("user"), "")
+        # '' = production; a table without the column (fragments written by hand) is all production
+        names = table.column_names
+        self.eval_run: list[str] = (
+            pc.fill_null(table.column("eval_run"), "").to_pylist() if "eval_run" in names else [""] * self.size
+        )
         self.span_count = _ints(table.column("span_count"))
         self.error_count = _ints(table.column("error_count"))
         self.root_seen = _ints(table.column("root_seen")) != 0
@@ -124,6 +129,7 @@ class FragmentColumns:
             _optional(self.max_norm_deviation[row]),
             int(self.content_bytes[row]),
             self.first_ingest_seq,
+            self.eval_run[row],
         )
 
 

@@ -9,6 +9,8 @@
 - "Slow relative to p95" compares the whole request with its feature's recent p95, which the sampler measures
   from the roots it decides (`request_latency.py`); an opt-in stage rule compares each stage's longest span with
   the recent p95 of its (feature, stage), which the agent reads from the store's per-minute rollups (`p95_lookup`).
+  Both are production figures: an eval run's requests are judged against them but do not move them (a dataset
+  replayed at full speed, or a slow candidate model, says nothing about what is slow for users).
 - Every decision is counted by its first reason (`kept:error`, `kept:slow`, …; policies in configured order), so the
   kept share by reason adds up to the kept share.
 - Time comes from an injected clock, so tests drive it by hand.
@@ -64,6 +66,7 @@ class DecidedTrace:
     # lets the payload copy read recent parts only instead of every stored span (sinks.sampler_sql). 0: unknown.
     first_ingest_seq: int = 0
     feature: str = ""
+    eval_run: str = ""  # '' = production traffic; else the `ragmon eval run` it belongs to
 
 
 def kept_key(reasons: tuple[str, ...]) -> str:
@@ -277,7 +280,8 @@ class Sampler:
                     stage_p95[stage] = p95
         if self._uses_request_p95 and trace.root_duration_ms is not None:
             trace.request_p95_ms = self.request_latency.p95(trace.tenant, trace.feature)  # before this request
-            self.request_latency.add_one(trace.tenant, trace.feature, trace.root_duration_ms)
+            if not trace.eval_run:
+                self.request_latency.add_one(trace.tenant, trace.feature, trace.root_duration_ms)
         outcome = self.policy.decide(trace, now)
         self.counts[_DECIDED[outcome.decision]] += 1
         if outcome.decision is Decision.KEEP:
@@ -295,6 +299,7 @@ class Sampler:
             now,
             first_seq,
             trace.feature,
+            trace.eval_run,
         )
 
     def _decide_rows(
@@ -314,7 +319,7 @@ class Sampler:
         block.bytes_held -= released
         self.bytes_held -= released
         trace_ids, tenants, in_batch, remember = columns.trace_id, columns.tenant, self._in_batch, self._remember
-        features = columns.text("feature")
+        features, eval_runs = columns.text("feature"), columns.eval_run
         first_seq = columns.first_ingest_seq
         for i, row in enumerate(rows.tolist()):
             trace_id = trace_ids[row]
@@ -323,7 +328,16 @@ class Sampler:
             remember(trace_id, (decision, reasons, probability, first_seq))
             out.append(
                 DecidedTrace(
-                    tenants[row], trace_id, decision, reasons, probability, decided_by, now, first_seq, features[row]
+                    tenants[row],
+                    trace_id,
+                    decision,
+                    reasons,
+                    probability,
+                    decided_by,
+                    now,
+                    first_seq,
+                    features[row],
+                    eval_runs[row],
                 )
             )
         for decision, n in Counter(outcome.decision).items():
@@ -335,16 +349,27 @@ class Sampler:
 
     def _request_p95_of(self, columns: FragmentColumns, rows: np.ndarray) -> np.ndarray:
         """Each row's feature's request p95 before that row (NaN: not known yet), the rows' request durations
-        joining their features' windows in row order, as deciding them one by one would."""
+        joining their features' windows in row order, as deciding them one by one would. An eval run's row joins
+        no window: it reads the p95 its feature's window has at that point of the order, and the rows after it go on
+        from there, as they would one by one."""
         keys, codes = columns.tenant_features()
         row_codes = codes[rows]
         durations = columns.root_duration_ms[rows]
+        evaluation = np.array([bool(columns.eval_run[row]) for row in rows.tolist()], dtype=bool)
         p95 = np.full(len(rows), math.nan)
         order = np.argsort(row_codes, kind="stable")
         groups, starts = np.unique(row_codes[order], return_index=True)
+        latency = self.request_latency
         for code, chunk in zip(groups.tolist(), np.split(order, starts[1:]), strict=True):
             tenant, feature = keys[code]
-            p95[chunk] = self.request_latency.p95_then_add(tenant, feature, durations[chunk])
+            start = 0
+            for at in np.flatnonzero(evaluation[chunk]).tolist():  # production runs between the eval rows
+                p95[chunk[start:at]] = latency.p95_then_add(tenant, feature, durations[chunk[start:at]])
+                if durations[chunk[at]] == durations[chunk[at]]:  # a root: judged, as `_decide` would
+                    known = latency.p95(tenant, feature)
+                    p95[chunk[at]] = math.nan if known is None else known
+                start = at + 1
+            p95[chunk[start:]] = latency.p95_then_add(tenant, feature, durations[chunk[start:]])
         return p95
 
     def _remember(self, trace_id: str, decision: _Remembered) -> None:
@@ -373,5 +398,6 @@ class Sampler:
                 now,
                 first_seq,
                 fragment.feature,
+                fragment.eval_run,
             )
         ]

@@ -31,10 +31,12 @@ class TraceFragment:
     max_norm_deviation: float | None = None
     content_bytes: int = 0
     first_ingest_seq: int = 0
+    eval_run: str = ""  # the `ragmon eval run` the trace belongs to ('' = production traffic)
 
     @classmethod
     def from_columns(cls, columns: Mapping[str, Sequence[Any]], first_ingest_seq: int) -> list[TraceFragment]:
         """From `Store.trace_fragment_columns` (one list per column): no per-row dict on the way."""
+        eval_runs = columns.get("eval_run") or [""] * len(columns["trace_id"])
         return [
             cls(
                 tenant,
@@ -51,6 +53,7 @@ class TraceFragment:
                 deviation,
                 content_bytes or 0,
                 first_ingest_seq,
+                eval_run or "",
             )
             for (
                 tenant,
@@ -66,7 +69,8 @@ class TraceFragment:
                 gap,
                 deviation,
                 content_bytes,
-            ) in zip(*(columns[name] for name in FRAGMENT_COLUMNS), strict=True)
+                eval_run,
+            ) in zip(*(columns[name] for name in FRAGMENT_COLUMNS), eval_runs, strict=True)
         ]
 
     @classmethod
@@ -88,6 +92,7 @@ class TraceFragment:
             max_norm_deviation=get("max_norm_deviation"),
             content_bytes=get("content_bytes") or 0,
             first_ingest_seq=get("first_ingest_seq") or 0,
+            eval_run=get("eval_run") or "",
         )
 
 
@@ -130,6 +135,7 @@ class TraceSummary:
     min_similarity_gap: float | None = None
     max_norm_deviation: float | None = None
     bytes_held: int = 0  # captured text waiting in the store for this trace's decision
+    eval_run: str = ""  # '' = production; else the `ragmon eval run` (its requests do not set the request p95)
 
     @classmethod
     def start(cls, fragment: TraceFragment, now_s: float) -> TraceSummary:
@@ -153,6 +159,7 @@ class TraceSummary:
             fragment.min_similarity_gap,
             fragment.max_norm_deviation,
             fragment.content_bytes,
+            fragment.eval_run,
         )
 
     def merge(self, fragment: TraceFragment) -> None:
@@ -162,6 +169,8 @@ class TraceSummary:
             self.feature = fragment.feature  # the root's feature wins
         if fragment.user and (not self.user or fragment.root_seen):
             self.user = fragment.user
+        if fragment.eval_run:  # any span of the trace from an eval run makes it evaluation traffic
+            self.eval_run = fragment.eval_run
         if fragment.root_seen:
             self.root_seen = True
             self.root_duration_ms = fragment.root_duration_ms

@@ -24,7 +24,8 @@
   const FONT = { family: "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#334155" };
 
   // `seq` numbers overview loads: an answer to an older one (say, before the window changed) is dropped.
-  const state = { windowS: 3600, feature: "", timer: null, seq: 0 };
+  // traffic: "production", "evaluation" (every eval run) or "run:NAME" (one `ragmon eval run`)
+  const state = { windowS: 3600, feature: "", traffic: "production", timer: null, seq: 0 };
 
   // --- DOM helpers (text only) -------------------------------------------------------------------------
   const $ = (id) => document.getElementById(id);
@@ -127,6 +128,8 @@
   function windowParams() {
     const params = { since_s: String(state.windowS) };
     if (state.feature) params.feature = state.feature;
+    if (state.traffic.startsWith("run:")) params.eval_run = state.traffic.slice(4);
+    else params.traffic = state.traffic;
     return params;
   }
 
@@ -366,6 +369,26 @@
     select.value = features.includes(current) ? current : "";
   }
 
+  // The eval runs of the window, after the two fixed choices (production, every eval run).
+  function drawEvalRuns(runs) {
+    const select = $("traffic");
+    const current = state.traffic;
+    const names = runs.map((r) => r.eval_run);
+    const chosen = current.startsWith("run:") ? current.slice(4) : null;
+    if (chosen !== null && !names.includes(chosen)) names.push(chosen); // a chosen run stays listed
+    const known = Array.from(select.options).map((o) => o.value).slice(2);
+    if (known.join("\u0000") !== names.map((n) => "run:" + n).join("\u0000")) {
+      while (select.options.length > 2) select.remove(2);
+      for (const name of names) {
+        const option = document.createElement("option");
+        option.value = "run:" + name;
+        option.textContent = "Eval run " + name;
+        select.appendChild(option);
+      }
+    }
+    select.value = current;
+  }
+
   function reasonChips(reasons) {
     return el("span", { className: "chips" }, reasons.map((r) => el("span", { className: "chip reason-" + r.replace(/[^a-z_-]/gi, ""), text: r })));
   }
@@ -429,14 +452,16 @@
     const mine = ++state.seq;
     try {
       const params = windowParams();
-      const [overview, latency, quality, alerts, traces] = await Promise.all([
+      const [overview, latency, quality, alerts, traces, runs] = await Promise.all([
         api("overview", params), api("latency", params), api("quality", params), api("alerts", {}), api("traces", params),
+        api("eval_runs", { since_s: String(state.windowS) }),
       ]);
       if (mine !== state.seq || location.hash.startsWith("#/trace/")) return; // the user moved on meanwhile
       showBanner("");
       showSection("overview");
       $("signout").hidden = !sessionStorage.getItem(KEY_STORAGE);
       drawFeatures(overview.features);
+      drawEvalRuns(runs);
       drawKpis(overview, alerts);
       drawLatency(latency);
       drawStages(overview);
@@ -496,6 +521,7 @@
       el("span", { text: fmtTime(trace.start_ms || null) }),
       el("span", { text: fmtMs(trace.duration_ms) }),
       failed.length ? el("span", { className: "chip reason-error", text: failed.length + " failed span" + (failed.length > 1 ? "s" : "") }) : null,
+      trace.eval_run ? el("span", { className: "chip", text: "eval run " + trace.eval_run }) : null,
     ]);
     if (trace.kept) {
       facts.appendChild(reasonChips(trace.reasons));
@@ -671,6 +697,11 @@
     });
     $("feature").addEventListener("change", (e) => {
       state.feature = e.target.value;
+      location.hash = "#/";
+      loadOverview();
+    });
+    $("traffic").addEventListener("change", (e) => {
+      state.traffic = e.target.value;
       location.hash = "#/";
       loadOverview();
     });

@@ -21,7 +21,7 @@ def test_a_client_that_drops_a_reply_is_not_an_error(
     answered = threading.Event()
     handlers: list[threading.Thread] = []
 
-    def report(since_s: float, feature: str | None, tenant: str | None) -> list[dict[str, str]]:
+    def report(since_s: float, feature: str | None, tenant: str | None, traffic: object) -> list[dict[str, str]]:
         handlers.append(threading.current_thread())
         answered.set()
         return [{"feature": "x" * 1000}] * 20_000  # ~20 MB: far more than the socket buffers hold
@@ -30,14 +30,13 @@ def test_a_client_that_drops_a_reply_is_not_an_error(
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     try:
         with caplog.at_level(logging.WARNING, logger="ragmon.agent"):
-            client = socket.create_connection((host, int(port)))
-            client.sendall(b"GET /api/report HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert answered.wait(30)
-            client.recv(1024)  # the reply has started
-            # Close with a reset rather than a FIN, as a browser tearing down a tab does: the server's next
-            # write fails at once.
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            client.close()
+            with socket.create_connection((host, int(port))) as client:
+                client.sendall(b"GET /api/report HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert answered.wait(30)
+                assert client.recv(1024).startswith(b"HTTP/1.1 200")  # the reply has started
+                # Close with a reset rather than a FIN, as a browser tearing down a tab does: the server's next
+                # write fails at once.
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             handlers[0].join(30)  # the failed reply is handled (or reported) before we look
             assert not handlers[0].is_alive()
             conn = http.client.HTTPConnection(host, int(port), timeout=30)

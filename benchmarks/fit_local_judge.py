@@ -67,6 +67,25 @@ v3, MiniLM set (2026-12-01; 5-fold × 3 seeds as above; `--embedding-cache FILE`
                                                                 0.752 / 0.853, 0.746 / 0.858 (not kept)
 Inside the fitting split the similarity did not help BEGIN on top of the alignment features (0.752 against 0.754,
 within the folds' noise) and helped HaluEval; held-out figures: README, measured once after this.
+
+v4, lexical set (2026-12-03; the transfer table, 5-fold × 1 seed unless said; cells are judge / overlap κ, BEGIN then
+HaluEval; LOKO = leave-one-kind-out, in = k-fold inside the kind, pooled = k-fold over both):
+    v3 as shipped (τ 0, L2 1), 3 seeds    LOKO 0.248 / 0.564, 0.641 / 0.636  in 0.741, 0.978  pooled 0.754, 0.838
+    soft minimum τ 0.3 / 1 / 3 / 30       pooled 0.750 / 0.755 / 0.755 / 0.752 (BEGIN), 0.831 / 0.840 / 0.826 / 0.831;
+                                          LOKO within ±0.01 of τ 0 — the dev answers have one or two claims, so the
+                                          rule barely matters here; it is chosen for long answers (summaries), where
+                                          an every-claim rule fails an answer for its weakest clause
+    τ 3 without the hinges                LOKO 0.098 / 0.646  pooled 0.750 / 0.826
+    τ 3 without the cue features          LOKO 0.282 / 0.656  pooled 0.735 / 0.855 (the cues are what BEGIN needs)
+    τ 3 without the alignment features    LOKO 0.251 / 0.569  pooled 0.735 / 0.797
+    τ 3, L2 10 / 30 / 100                 LOKO 0.248 / 0.427 / 0.433 (BEGIN)  pooled 0.754 / 0.748 / 0.731 (BEGIN),
+                                          0.836 / 0.802 / 0.749 (HaluEval)
+    τ 3, L2 1 / 3 / 10, 3 seeds           pooled 0.755 / 0.753 / 0.753, 0.836 / 0.840 / 0.839; LOKO BEGIN
+                                          0.247 / 0.333 / 0.248 (kept: L2 3, best leave-one-kind-out at equal pooled)
+Probe (scratch, not in the code): fitted on HaluEval, the judge ranks BEGIN worse than overlap even at the best
+threshold (AUC 0.771 against 0.912; κ 0.436 at BEGIN's own best threshold); fitted on BEGIN it ranks HaluEval better
+(AUC 0.921 against 0.874) but its threshold (0.51) is far from HaluEval's best (0.96). No design tried here makes a
+QA-fitted model read dialogue; the shipped model is fitted on both, and a third kind gets no such promise.
 """
 
 from __future__ import annotations

@@ -86,6 +86,13 @@ Probe (scratch, not in the code): fitted on HaluEval, the judge ranks BEGIN wors
 threshold (AUC 0.771 against 0.912; κ 0.436 at BEGIN's own best threshold); fitted on BEGIN it ranks HaluEval better
 (AUC 0.921 against 0.874) but its threshold (0.51) is far from HaluEval's best (0.96). No design tried here makes a
 QA-fitted model read dialogue; the shipped model is fitted on both, and a third kind gets no such promise.
+
+v5, lexical set (2026-12-03): v4 weighed the claim count (answer_claims, −1.24 per log claim: in the dev data longer
+answers are more often chit-chat), so five sentences copied verbatim from a passage scored 0.64 against one's 0.97 —
+the every-claim collapse on long answers, back through a feature. Dropped (support_features.LENGTH_FEATURES);
+5-fold × 3 at τ 3, L2 3: pooled 0.750 / 0.845 against v4's 0.753 / 0.840, LOKO 0.332 / 0.622 against 0.333 / 0.646;
+at τ 0 / 1 without it: pooled 0.757 / 0.839, 0.752 / 0.847 (τ 3 kept: the rule that does not veto a long answer for
+one weak clause). The same five sentences now score 0.93–0.97, and one invented among them 0.09.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ gets a support logit from a logistic model (judges/local_model.py) over named fe
 (judges/support_features.py). A claim is supported when its support, sigmoid(logit), is at or above the model's
 threshold, contradicted when it matches a passage sentence closely but disagrees on a negation or a number,
 unsupported otherwise. The score is graded: the probability that the answer is faithful, sigmoid of a soft minimum
-of its claims' logits (v4; fitted on answer labels, so it is a calibrated probability on the fitting data, and one
+of its claims' logits (v4 on; fitted on answer labels, so it is a calibrated probability on the fitting data, and one
 threshold — the model's — serves every kind). A soft minimum rather than "every claim supported": one weak clause of
 a long, compressed or paraphrased answer lowers the score instead of failing the answer outright. Two feature sets:
 "lexical" (always available) and "minilm" (the lexical v3 features plus MiniLM claim-to-sentence similarity, used

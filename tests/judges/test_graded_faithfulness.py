@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import judges.local_judge
+from judges import text
 from judges.calibration import LabelledRow, kinds_not_fitted_on
 from judges.cli import add_calibrate_arguments, calibrate
 from judges.local_judge import LocalJudge
@@ -90,6 +91,29 @@ async def test_one_weak_clause_lowers_the_score_without_zeroing_it() -> None:
     supports = [c.support for c in bad.claims]
     assert min(supports) < bad.value < max(supports)
     assert "P(faithful)" in bad.explanation
+
+
+async def test_a_long_copied_answer_is_not_failed_for_its_length() -> None:
+    """A summary is long whatever its faithfulness: five sentences copied from the passage score about as one does
+    (v4 weighed the claim count, −1.24 per log claim: 0.64 against 0.97), and one invented sentence among them
+    still fails the answer."""
+    judge = LocalJudge(use_minilm=False)
+    passage = (
+        "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris. Gustave Eiffel's company "
+        "designed and built the tower. It was the tallest structure in the world until 1930. About seven million "
+        "people visit it every year."
+    )
+    sentences = text.sentences(passage)
+    scores = []
+    for n in range(1, len(sentences) + 1):
+        result = await judge.score("faithfulness", RagSample(answer=" ".join(sentences[:n]), passages=[passage]))
+        assert result.value is not None
+        scores.append(result.value)
+    assert min(scores) >= judge.faithfulness_threshold
+    assert scores[0] - scores[-1] < 0.1, scores
+    invented = " ".join([*sentences[:4], "It was designed by Frank Lloyd Wright."])
+    result = await judge.score("faithfulness", RagSample(answer=invented, passages=[passage]))
+    assert result.value is not None and result.value < judge.faithfulness_threshold
 
 
 def test_a_kind_is_not_fitted_on_when_its_task_or_its_dataset_is_new() -> None:

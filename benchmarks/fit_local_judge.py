@@ -96,6 +96,10 @@ one weak clause). The same five sentences now score 0.93–0.97, and one invente
 By subset (`--kind-key subset --folds 5 --fold-seeds 3`, v5): begin/cmu LOKO 0.740 / 0.747, in 0.721 / 0.696,
 pooled 0.733 / 0.741; begin/wow LOKO 0.514 / 0.558, in 0.730 / 0.658, pooled 0.746 / 0.665; HaluEval as above. On
 CMU's long passages the judge does not beat overlap (few rows, 28 faithful: noisy, but not in the judge's favour).
+Probes by subset (v5's features, 5-fold × 3; cmu, wow, HaluEval judge κ): L2 10 τ 3 pooled 0.779 / 0.745 / 0.837,
+LOKO 0.793 / 0.449 / 0.617; L2 30 τ 3 pooled 0.796 / 0.736 / 0.758, LOKO 0.824 / 0.474 / 0.622; L2 3 τ 0 pooled
+0.755 / 0.752 / 0.839, LOKO 0.804 / 0.498 / 0.651. Stronger L2 lifts cmu above overlap but costs wow's
+leave-one-out and QA; with 28 faithful cmu rows that is not a settled gain, so L2 3 stays.
 """
 
 from __future__ import annotations

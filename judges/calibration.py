@@ -33,6 +33,7 @@ class LabelledRow:
     dataset: str
     sample: RagSample
     faithful: bool
+    task: str = ""  # dev.jsonl's `task` (grounded_dialogue, qa, …): what kind of text the answer is
 
 
 def is_heldout(row_id: str) -> bool:
@@ -59,7 +60,8 @@ def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
                 answer=str(raw.get("answer") or ""),
                 passages=[context] if isinstance(context, str) else [str(c) for c in context],
             )
-            rows.append(LabelledRow(row_id, str(raw.get("dataset") or "unknown"), sample, faithful))
+            dataset = str(raw.get("dataset") or "unknown")
+            rows.append(LabelledRow(row_id, dataset, sample, faithful, str(raw.get("task") or "")))
     return rows
 
 
@@ -100,6 +102,21 @@ def _report(rows: Sequence[LabelledRow], predictions: Sequence[bool], threshold:
         by_kind[kind] = agreement([y for y, _ in picked], [p for _, p in picked])
     report["by_dataset"] = by_kind
     return report
+
+
+def kinds_not_fitted_on(
+    rows: Sequence[LabelledRow], fitted_tasks: Iterable[str], fitted_datasets: Iterable[str]
+) -> list[str]:
+    """The kinds (datasets) of `rows` a judge was not fitted on: a kind whose rows carry a task the judge's fitting
+    data lacked (a summary is not a dialogue turn, whatever the corpus), or, for rows without a task, a dataset
+    name the fitting data lacked. Its figures say how the judge does there; its threshold was never tuned there."""
+    tasks, datasets = set(fitted_tasks), set(fitted_datasets)
+    out = []
+    for kind in sorted({r.dataset for r in rows}):
+        members = [r for r in rows if r.dataset == kind]
+        if any((r.task not in tasks) if r.task else (r.dataset not in datasets) for r in members):
+            out.append(kind)
+    return out
 
 
 async def score_rows(judge: Judge, rows: Sequence[LabelledRow], concurrency: int = 8) -> list[float | None]:
@@ -143,6 +160,10 @@ async def calibrate(
     out["split"] = split
     out["threshold_source"] = "fitted on the fitting split" if fit else ("given" if threshold is not None else "config")
     out["unscored"] = sum(1 for i in report_idx if values[i] is None)
+    fitted_on = getattr(judge, "fitted_on", None)  # (tasks, datasets) for a judge fitted on labelled data
+    if fitted_on is not None:
+        out["fitted_on"] = {"tasks": list(fitted_on[0]), "datasets": list(fitted_on[1])}
+        out["kinds_not_fitted_on"] = kinds_not_fitted_on(picked, *fitted_on)
     out["baseline"] = {
         "method": "token overlap (share of answer words in the passages), threshold fitted on the fitting split",
         **_report(picked, [baseline_scores[i] >= baseline_t for i in report_idx], baseline_t),
@@ -165,12 +186,19 @@ def format_report(report: dict[str, Any]) -> str:
         return f"{kind:<14}{who:<10}{figures['n']:>6}{cells}"
 
     kinds: Iterable[str] = report["by_dataset"]
+    unfitted = set(report.get("kinds_not_fitted_on", ()))
     for kind in [*kinds, "overall"]:
         judge_figures = report if kind == "overall" else report["by_dataset"][kind]
         base_figures = report["baseline"] if kind == "overall" else report["baseline"]["by_dataset"][kind]
-        lines.append(row(kind, "judge", judge_figures))
+        lines.append(row(f"{kind} *" if kind in unfitted else kind, "judge", judge_figures))
         lines.append(row("", "overlap", base_figures))
     lines.append(
         f"baseline threshold {report['baseline']['threshold']:.3f} (token overlap, fitted on the fitting split)"
     )
+    if unfitted:
+        tasks = ", ".join(report["fitted_on"]["tasks"])
+        lines.append(
+            f"* not fitted on: the judge was fitted on {tasks} rows only; its threshold was never tuned on "
+            f"{', '.join(sorted(unfitted))}, so nothing promises the figures above carry over to it"
+        )
     return "\n".join(lines)

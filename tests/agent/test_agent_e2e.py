@@ -136,7 +136,8 @@ def test_kept_traces_are_judged_inside_the_agent(agent: AgentProcess) -> None:
     provider.shutdown()
     assert agent.wait_for("SELECT uniqExact(metric) AS n FROM scores", 4, timeout_s=60) == 4
     rows = agent.query("SELECT metric, status, value FROM scores WHERE metric = 'faithfulness'")
-    assert rows[0]["status"] == "ok" and rows[0]["value"] == 1.0  # the answer is the passage's own words
+    # the answer is the passage's own words: the local judge's graded probability (v4) is near certain
+    assert rows[0]["status"] == "ok" and rows[0]["value"] > 0.9
     # `report --json` carries every section the text report prints: what was kept, and how it was judged.
     # (The sampler's counts are written every few seconds: wait for them.)
     assert agent.wait_for("SELECT toUInt64(sum(traces)) AS n FROM sampling_1m WHERE reason = 'error'", 1) == 1
@@ -144,7 +145,11 @@ def test_kept_traces_are_judged_inside_the_agent(agent: AgentProcess) -> None:
     assert report["unavailable"] == {}
     assert report["sampling"]["kept_by_reason"]["error"] == 1
     faithfulness = [row for row in report["quality"] if row["metric"] == "faithfulness"]
-    assert faithfulness and faithfulness[0]["feature"] == "docs-qa" and faithfulness[0]["kept"]["mean"] == 1.0
+    assert (
+        faithfulness
+        and faithfulness[0]["feature"] == "docs-qa"
+        and faithfulness[0]["kept"]["mean"] == pytest.approx(rows[0]["value"])
+    )
 
 
 def test_data_survives_a_restart(tmp_path: Path) -> None:

@@ -73,7 +73,8 @@ def test_calibrate_local_on_a_slice_of_dev(tmp_path: Path, capsys: pytest.Captur
     report = json.loads(capsys.readouterr().out)
     assert report["n"] == 300 - skipped
     assert set(report["by_dataset"]) == {"begin", "halueval_qa"}
-    assert report["threshold"] == 1.0 and report["threshold_source"] == "config"
+    assert report["threshold"] == MODELS["lexical"].claim_threshold and report["threshold_source"] == "config"
+    assert report["kinds_not_fitted_on"] == []
     for key in ("accuracy", "balanced_accuracy", "kappa", "tpr", "tnr"):
         assert 0.0 <= report[key] <= 1.0
     # far better than chance on this slice, for the judge and for the baseline computed alongside it
@@ -93,7 +94,7 @@ def test_held_out_figures_at_the_configured_threshold_beat_overlap_on_every_kind
     the rows it is scored on), against the overlap baseline whose threshold was fitted on the fitting split."""
     heldout = run_calibrate(capsys, str(DEV_DATA), "--judge", "local", "--split", "heldout")
     assert heldout["judge"] == f"local:{MODELS['lexical'].version}:lexical"
-    assert (heldout["threshold"], heldout["threshold_source"]) == (1.0, "config")
+    assert (heldout["threshold"], heldout["threshold_source"]) == (MODELS["lexical"].claim_threshold, "config")
     expected = {
         kind: sum(r.dataset == kind for r in load_rows(DEV_DATA, "heldout")) for kind in ("begin", "halueval_qa")
     }
@@ -138,8 +139,9 @@ def test_the_fitting_script_reproduces_the_shipped_constants(feature_set: str) -
     )
     printed = dict(re.findall(r'^\s+"?([\w.]+)"?[:=] ?(-?\d+\.\d+),$', run.stdout, re.MULTILINE))
     shipped = MODELS[feature_set]
-    assert set(printed) == {*shipped.weights, "bias", "claim_threshold"}
+    assert set(printed) == {*shipped.weights, "bias", "claim_threshold", "temperature"}
     for name, weight in shipped.weights.items():
         assert float(printed[name]) == pytest.approx(weight, abs=2e-4), name
     assert float(printed["bias"]) == pytest.approx(shipped.bias, abs=2e-4)
     assert float(printed["claim_threshold"]) == pytest.approx(shipped.claim_threshold, abs=2e-4)
+    assert float(printed["temperature"]) == shipped.temperature

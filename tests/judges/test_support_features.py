@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from judges import alignment, lexical, support_features, text
-from judges.local_judge import DEFAULT_FAITHFULNESS_THRESHOLD, CachedEmbedder, LocalJudge
+from judges.local_judge import CachedEmbedder, LocalJudge
 from judges.local_model import MODELS
 from judges.support_features import FEATURE_SETS, Evidence
 from judges.types import RagSample
@@ -43,7 +43,8 @@ def test_claim_features_by_hand_without_and_with_an_embedder() -> None:
     answer = "The tower opened in 1889. I love it."
     claims = ["The tower opened in 1889.", "I love it."]
     rows = support_features.claim_features(claims, answer, evidence)
-    assert set(rows[0]) == set(FEATURE_SETS["lexical"])
+    # every lexical feature, and the claim count the MiniLM model still weighs
+    assert set(rows[0]) == set(FEATURE_SETS["lexical"]) | set(support_features.LENGTH_FEATURES)
     assert rows[0]["answer_overlap"] == lexical.overlap_baseline(answer, passages)  # the baseline's cue, exactly
     assert rows[0]["answer_claims"] == math.log(2)
     assert (rows[0]["opinion"], rows[1]["opinion"]) == (0.0, 1.0)
@@ -95,8 +96,9 @@ async def test_the_judge_records_its_model_and_uses_the_configured_thresholds() 
     lexical_judge = LocalJudge(use_minilm=False)
     assert lexical_judge.support_model is MODELS["lexical"]
     assert lexical_judge.version == f"local:{MODELS['lexical'].version}:lexical"
-    assert lexical_judge.faithfulness_threshold == DEFAULT_FAITHFULNESS_THRESHOLD == 1.0
-    assert lexical_judge.claim_threshold == MODELS["lexical"].claim_threshold
+    # one threshold for claims and answers: the answer's probability is on its claims' scale
+    assert lexical_judge.faithfulness_threshold == lexical_judge.claim_threshold == MODELS["lexical"].claim_threshold
+    assert LocalJudge(use_minilm=False, faithfulness_threshold=0.9).faithfulness_threshold == 0.9
     for model in MODELS.values():  # every weight names a feature of its set, and every feature has a weight
         assert set(model.weights) == set(FEATURE_SETS[model.feature_set])
 
@@ -114,7 +116,11 @@ async def test_the_judge_records_its_model_and_uses_the_configured_thresholds() 
     assert len(calls) == 1
     result = await judge.score("faithfulness", sample)
     assert len(calls) == 1  # everything was embedded ahead, in one batch
-    assert result.value == 1.0 and result.judge_model == f"local-{MODELS['minilm'].version}"
+    assert (
+        result.value is not None
+        and result.value >= judge.faithfulness_threshold
+        and result.judge_model == f"local-{MODELS['minilm'].version}"
+    )
 
 
 # -- v3: alignment with the closest passage sentence (judges/alignment.py) ---------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from judges import text
 from judges.local_judge import LocalJudge
 from judges.local_model import MODELS
-from judges.support_features import FEATURE_SETS, SEMANTIC_FEATURES
+from judges.support_features import FEATURE_SETS, LENGTH_FEATURES, SEMANTIC_FEATURES
 from judges.types import RagSample, Status, Verdict
 
 PASSAGES = [
@@ -38,8 +38,11 @@ async def test_local_judge_supports_a_faithful_answer() -> None:
         "faithfulness",
         RagSample(question="When?", answer="The Eiffel Tower was completed in 1889 [1].", passages=PASSAGES),
     )
-    assert result.status is Status.OK and result.value == 1.0
+    # graded: the probability the answer is faithful, at or above the judge's threshold (the claim's own support,
+    # since the answer is one claim)
+    assert result.status is Status.OK and result.value is not None and result.value >= judge.faithfulness_threshold
     assert [c.verdict for c in result.claims] == [Verdict.SUPPORTED]
+    assert result.value == result.claims[0].support
 
 
 async def test_local_judge_rejects_a_wrong_number_and_an_invented_name() -> None:
@@ -48,7 +51,7 @@ async def test_local_judge_rejects_a_wrong_number_and_an_invented_name() -> None
         answer="The Eiffel Tower was completed in 1889. It was designed by Frank Lloyd Wright.", passages=PASSAGES
     )
     result = await judge.score("faithfulness", sample)
-    assert result.value == 0.5
+    assert result.value is not None and result.value < judge.faithfulness_threshold  # one invented clause fails it
     assert [c.verdict for c in result.claims] == [Verdict.SUPPORTED, Verdict.UNSUPPORTED]
     # A wrong number in an otherwise copied sentence: v2 only lowered the support; v3's number_conflict (the claim's
     # number against the closest sentence's) flips the verdict.
@@ -108,8 +111,11 @@ async def test_local_context_and_answer_relevance() -> None:
 
 
 def test_the_minilm_set_is_the_lexical_set_plus_the_similarity() -> None:
-    assert set(FEATURE_SETS["minilm"]) == set(FEATURE_SETS["lexical"]) | set(SEMANTIC_FEATURES)
-    assert MODELS["minilm"].version == "minilm-lr-v3"
+    # the MiniLM model (v3.1, v3's weights) keeps the claim count that lexical v5 dropped
+    assert set(FEATURE_SETS["minilm"]) == set(FEATURE_SETS["lexical"]) | set(SEMANTIC_FEATURES) | set(LENGTH_FEATURES)
+    # each model's version names its feature set, and no two models share one (stored scores group by version)
+    assert all(m.version.startswith(f"{m.feature_set}-") for m in MODELS.values())
+    assert len({m.version for m in MODELS.values()}) == len(MODELS)
     assert set(MODELS["minilm"].weights) == set(FEATURE_SETS["minilm"])
 
 
@@ -133,4 +139,4 @@ async def test_the_minilm_model_still_rejects_what_the_words_contradict() -> Non
     wrong = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1925.", passages=PASSAGES))
     assert [c.verdict for c in wrong.claims] == [Verdict.UNSUPPORTED]
     opinion = await judge.score("faithfulness", RagSample(answer="I love the tower, it is so cool!", passages=PASSAGES))
-    assert opinion.value == 0.0
+    assert opinion.value is not None and opinion.value < judge.faithfulness_threshold

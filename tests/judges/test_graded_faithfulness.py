@@ -1,0 +1,163 @@
+"""v4 of the local judge's faithfulness: a graded answer probability from a soft minimum of claim logits, the
+fitting script's gradient for it, and `ragmon calibrate` naming the kinds the judge was not fitted on."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+import judges.local_judge
+from judges import text
+from judges.calibration import LabelledRow, kinds_not_fitted_on
+from judges.cli import add_calibrate_arguments, calibrate
+from judges.local_judge import LocalJudge
+from judges.local_model import FITTED_TASKS, MODELS, soft_min
+from judges.types import RagSample, Verdict
+
+PASSAGES = [
+    "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
+    "Gustave Eiffel's company designed and built the tower.",
+]
+
+
+def _fit_script() -> ModuleType:
+    # benchmarks/ is a directory of scripts, not a package: load the file itself.
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fit_local_judge.py"
+    spec = importlib.util.spec_from_file_location("fit_local_judge", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fit_local_judge", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_soft_min_runs_from_the_minimum_to_the_mean() -> None:
+    logits = [3.0, 2.0, -1.0]
+    assert soft_min(logits, 0.0) == -1.0
+    assert soft_min(logits, 1e6) == pytest.approx(sum(logits) / 3, abs=1e-4)
+    values = [soft_min(logits, t) for t in (0.1, 0.5, 1.0, 3.0, 10.0)]
+    assert values == sorted(values) and min(logits) < values[0] and values[-1] < sum(logits) / 3
+    assert soft_min([2.0], 3.0) == pytest.approx(2.0)  # one claim: its own logit, whatever τ
+    assert soft_min([2.0, 2.0, 2.0], 3.0) == pytest.approx(2.0)  # repeating a claim neither helps nor hurts
+
+
+def test_the_fitting_gradient_is_the_derivative_of_the_answer_loss() -> None:
+    """The soft-min rule's hand-written gradient against finite differences of the answer-level log loss."""
+    fit = _fit_script()
+    rng = np.random.default_rng(7)
+    counts = np.array([1, 3, 2])
+    owner = np.repeat(np.arange(3), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    z = rng.normal(size=counts.sum())
+    y = np.array([1.0, 0.0, 1.0])
+    temperature = 1.5
+
+    def loss(logits: np.ndarray) -> float:
+        total = 0.0
+        for answer in range(3):
+            s = soft_min(list(logits[owner == answer]), temperature)
+            p = 1 / (1 + math.exp(-s))
+            total -= y[answer] * math.log(p) + (1 - y[answer]) * math.log(1 - p)
+        return total
+
+    analytic = fit._answer_gradient(z, owner, starts, y, temperature)
+    for k in range(len(z)):
+        step = np.zeros_like(z)
+        step[k] = 1e-6
+        numeric = (loss(z + step) - loss(z - step)) / 2e-6
+        assert analytic[k] == pytest.approx(numeric, abs=1e-5), k
+
+
+async def test_one_weak_clause_lowers_the_score_without_zeroing_it() -> None:
+    judge = LocalJudge(use_minilm=False)
+    copied = RagSample(answer="The Eiffel Tower was completed in 1889. It is 330 metres tall.", passages=PASSAGES)
+    invented = RagSample(
+        answer="The Eiffel Tower was completed in 1889. It was designed by Frank Lloyd Wright.", passages=PASSAGES
+    )
+    good = await judge.score("faithfulness", copied)
+    bad = await judge.score("faithfulness", invented)
+    assert good.value is not None and bad.value is not None
+    assert [c.verdict for c in good.claims] == [Verdict.SUPPORTED, Verdict.SUPPORTED]
+    assert good.value >= judge.faithfulness_threshold > bad.value
+    # graded: the answer with one invented clause sits between its claims' supports, not at 0 or at the share 1/2
+    supports = [c.support for c in bad.claims]
+    assert min(supports) < bad.value < max(supports)
+    assert "P(faithful)" in bad.explanation
+
+
+async def test_a_long_copied_answer_is_not_failed_for_its_length() -> None:
+    """A summary is long whatever its faithfulness: five sentences copied from the passage score about as one does
+    (v4 weighed the claim count, −1.24 per log claim: 0.64 against 0.97), and one invented sentence among them
+    still fails the answer."""
+    judge = LocalJudge(use_minilm=False)
+    passage = (
+        "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris. Gustave Eiffel's company "
+        "designed and built the tower. It was the tallest structure in the world until 1930. About seven million "
+        "people visit it every year."
+    )
+    sentences = text.sentences(passage)
+    scores = []
+    for n in range(1, len(sentences) + 1):
+        result = await judge.score("faithfulness", RagSample(answer=" ".join(sentences[:n]), passages=[passage]))
+        assert result.value is not None
+        scores.append(result.value)
+    assert min(scores) >= judge.faithfulness_threshold
+    assert scores[0] - scores[-1] < 0.1, scores
+    invented = " ".join([*sentences[:4], "It was designed by Frank Lloyd Wright."])
+    result = await judge.score("faithfulness", RagSample(answer=invented, passages=[passage]))
+    assert result.value is not None and result.value < judge.faithfulness_threshold
+
+
+def test_a_kind_is_not_fitted_on_when_its_task_or_its_dataset_is_new() -> None:
+    def row(dataset: str, task: str) -> LabelledRow:
+        return LabelledRow(f"{dataset}-{task}", dataset, RagSample(answer="a", passages=["a"]), True, task)
+
+    rows = [row("begin", "grounded_dialogue"), row("newqa", "qa"), row("summeval", "summarization"), row("x", "")]
+    # a new corpus of a fitted task is fitted on; a summary is not; a row without a task goes by its dataset
+    assert kinds_not_fitted_on(rows, FITTED_TASKS, ["begin"]) == ["summeval", "x"]
+
+
+def test_calibrate_flags_summaries_the_judge_was_not_fitted_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(judges.local_judge, "load_minilm", lambda: None)
+    rows = []
+    for i in range(6):
+        faithful = i % 2 == 0
+        answer = "The tower was completed in 1889." if faithful else "The tower was painted green by Picasso."
+        for dataset, task in (("begin", "grounded_dialogue"), ("summaries", "summarization")):
+            rows.append(
+                {
+                    "id": f"{dataset}-{i}",
+                    "dataset": dataset,
+                    "task": task,
+                    "question": "",
+                    "context": PASSAGES,
+                    "answer": answer,
+                    "label": {"faithful": faithful},
+                }
+            )
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_calibrate_arguments(parser)
+
+    assert calibrate(parser.parse_args([str(path), "--json"])) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kinds_not_fitted_on"] == ["summaries"]
+    assert report["fitted_on"]["tasks"] == list(FITTED_TASKS)
+    assert report["judge"] == f"local:{MODELS['lexical'].version}:lexical"
+
+    assert calibrate(parser.parse_args([str(path)])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("summaries *") for line in lines)
+    assert not any(line.startswith("begin *") for line in lines)
+    assert lines[-1].startswith("* not fitted on:") and "summaries" in lines[-1]

@@ -9,6 +9,12 @@ the write-ahead log and gets stored whatever the memory does. Reading `/proc/sel
 so sampling every 100 ms is free, and a request's check is one attribute read.
 
 The agent sizes its buffers from the same limit (ragmon/agent/memory_budget.py) so that this rarely fires.
+
+Refusing helps only while there is accepted work whose memory the agent will give back once it is stored. After a
+burst the allocators (Python's, the engine's) may keep freed pages for a while, and resident memory can stay above
+the low-water mark with nothing left to store: refusing then would shut the door for nothing, so the guard lets
+requests in whenever `idle()` says nothing waits for the store (it closes again as soon as new requests queue up
+while memory is still high: the agent then takes requests at the pace it stores them).
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class MemoryGuard:
         interval_s: float = 0.1,
         retry_after_s: float = 1.0,
         read_rss: Callable[[], int] = read_rss_bytes,
+        idle: Callable[[], bool] = lambda: False,
     ) -> None:
         self.limit_bytes = limit_bytes
         self.high_water_bytes = high_water_bytes if high_water_bytes is not None else limit_bytes
@@ -73,6 +80,7 @@ class MemoryGuard:
         self.interval_s = interval_s
         self.retry_after_s = retry_after_s
         self.read_rss = read_rss
+        self.idle = idle
         self.rss_bytes = 0
         self.peak_rss_bytes = 0
         self.pressing = False  # refusing new requests
@@ -107,10 +115,10 @@ class MemoryGuard:
         self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
         if self.high_water_bytes is None or self.low_water_bytes is None:
             return rss
-        if rss >= self.high_water_bytes:
-            self.pressing = True
-        elif rss < self.low_water_bytes:
+        if rss < self.low_water_bytes:
             self.pressing = False
+        elif rss >= self.high_water_bytes or self.pressing:
+            self.pressing = not self.idle()
         if self.pressing and self._trim is not None:
             now = time.monotonic()
             if now - self._trimmed_at_s >= _TRIM_EVERY_S:  # freed request bodies back to the system, at most 1/s

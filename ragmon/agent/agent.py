@@ -148,6 +148,7 @@ class Agent:
             self.memory.limit_bytes,
             high_water_bytes=self.memory.high_water_bytes,
             low_water_bytes=self.memory.low_water_bytes,
+            idle=lambda: self.intake.backlog[0] == 0,  # read once started, when the intake exists
         )
 
     # -- lifecycle -----------------------------------------------------------------------------------------

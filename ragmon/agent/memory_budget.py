@@ -1,12 +1,13 @@
 """How the agent shares `agent.memory_limit` out: insert batch, in-memory backlog, receivers' in-flight bytes, the
 embedded engine's own cap, and the resident-memory marks where the receivers start and stop pushing back.
 
-What the agent's memory is made of (benchmarks/ingest.py, embedded store, RSS): ~500 MB before the first span —
-~370 MB of it the engine's shared library, resident as file-backed pages from import on, the rest Python and the
-engine's idle state — then, under load, the engine's memory for the inserts in progress (about 20x the request bytes
-of a batch), the request bodies waiting for the store, and the bodies being received and decoded. So a fixed part
-is set aside and the rest (the working share) is split in proportions that keep today's defaults at 2 GiB and
-shrink with a smaller limit. A size the user set explicitly is kept as it is.
+What the agent's memory is made of (benchmarks/ingest.py, embedded store, RSS): ~500 MB before the first span — ~370
+MB of it the engine's shared library, resident as file-backed pages from import on (~420 MB once ingesting has
+touched more of it), the rest Python and the engine's idle state — then, under load, the engine's memory for the
+inserts in progress (tens of times the request bytes of a batch), the request bodies waiting for the store, and the
+bodies being received and decoded. So a fixed part is set aside and the rest (the working share) is split in
+proportions that keep today's defaults at 2 GiB and shrink with a smaller limit. A size the user set explicitly is
+kept as it is.
 
 The shares are sized so that the resident-memory guard (collectors/memory_guard.py) rarely has to act: it is the
 backstop for what the proportions do not foresee (many connections at once, the engine's caches, the allocators
@@ -23,15 +24,16 @@ from ragmon.settings import AgentSettings
 MiB = 1024**2
 
 # Set aside before any work: the embedded engine's library and idle state plus Python (~500 MB measured at start-up,
-# with nothing received); with a ClickHouse server store, the agent is Python alone (~120 MB).
-RESERVED_EMBEDDED = 512 * MiB
+# ~550 MB once the library's pages for ingesting are in); with a ClickHouse server store, Python alone (~120 MB).
+RESERVED_EMBEDDED = 576 * MiB
 RESERVED_SERVER = 160 * MiB
+ENGINE_OUTSIDE = 512 * MiB  # of RESERVED_EMBEDDED, what the engine's tracker does not count: library pages, Python
 MIN_WORKING = 96 * MiB  # below this nothing useful fits; a limit that small is refused by the settings anyway
 
 # The receivers push back above HIGH_WATER of the limit and take requests again below LOW_WATER: a gap, so one
 # request admitted at the mark does not flip the answer back and forth at every sample.
-HIGH_WATER = 0.90
-LOW_WATER = 0.85
+HIGH_WATER = 0.88
+LOW_WATER = 0.82
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +62,11 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
         )
     embedded = not agent.clickhouse_url
     working = max(MIN_WORKING, limit - (RESERVED_EMBEDDED if embedded else RESERVED_SERVER))
-    # The engine holds ~20x a batch's bytes while inserting it: 1/40 of the working share leaves half of that share
-    # to the engine's inserts. 32 MiB, the old default, is where a larger batch stops buying throughput.
-    batch = _clamp(working // 40, 1 * MiB, 32 * MiB)
+    # Peak resident memory grows by ~45x the batch's request bytes (benchmarks/ingest.py at 768 MiB: batches of 4.8
+    # MiB peaked 87 MB above batches of 3 MiB; the engine's insert, the sampler's and rollup's queries on the fresh
+    # range, Python's copies): 1/64 of the working share keeps that to ~70 % of it. 32 MiB, the old default, is where
+    # a larger batch stops buying throughput.
+    batch = _clamp(working // 64, 1 * MiB, 32 * MiB)
     backlog = _clamp(working // 16, 1 * MiB, 64 * MiB)
     inflight = _clamp(working // 8, 4 * MiB, _UNLIMITED_INFLIGHT)
     return MemoryBudget(
@@ -72,10 +76,12 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
         inflight_bytes=inflight,
         # OTLP exporters send ~0.1-4 MiB a message: the in-flight share in 4 MiB messages (64: grpcio's old default)
         grpc_concurrent_rpcs=_clamp(inflight // (4 * MiB), 4, 64),
-        # The engine's tracker counts its own allocations only (not its library's pages, not Python's): 70 % of the
-        # working share. Past it an insert fails as MEMORY_LIMIT_EXCEEDED, which the writer retries (the requests
-        # wait in the log), instead of the kernel killing the process.
-        engine_bytes=int(working * 0.7) if embedded else None,
+        # The engine's tracker counts its own allocations only (not its library's pages, not Python's): it may have
+        # what the limit leaves beside the library and Python's floor. A backstop, not the working bound: past it
+        # a statement fails as MEMORY_LIMIT_EXCEEDED (an insert is retried, its requests wait in the log) instead
+        # of the kernel killing the process; tighter (70 % of the working share) it fired at 768 MiB under
+        # saturation, and the per-minute rollup then counted fewer spans than were stored.
+        engine_bytes=max(MIN_WORKING, limit - ENGINE_OUTSIDE) if embedded else None,
         high_water_bytes=int(limit * HIGH_WATER),
         low_water_bytes=int(limit * LOW_WATER),
     )

@@ -27,6 +27,7 @@ MiB = 1024**2
 # ~550 MB once the library's pages for ingesting are in); with a ClickHouse server store, Python alone (~120 MB).
 RESERVED_EMBEDDED = 576 * MiB
 RESERVED_SERVER = 160 * MiB
+ENGINE_CAP = False  # see `engine_bytes` below
 ENGINE_OUTSIDE = 512 * MiB  # of RESERVED_EMBEDDED, what the engine's tracker does not count: library pages, Python
 MIN_WORKING = 96 * MiB  # below this nothing useful fits; a limit that small is refused by the settings anyway
 
@@ -76,12 +77,12 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
         inflight_bytes=inflight,
         # OTLP exporters send ~0.1-4 MiB a message: the in-flight share in 4 MiB messages (64: grpcio's old default)
         grpc_concurrent_rpcs=_clamp(inflight // (4 * MiB), 4, 64),
-        # The engine's tracker counts its own allocations only (not its library's pages, not Python's): it may have
-        # what the limit leaves beside the library and Python's floor. A backstop, not the working bound: past it
-        # a statement fails as MEMORY_LIMIT_EXCEEDED (an insert is retried, its requests wait in the log) instead
-        # of the kernel killing the process; tighter (70 % of the working share) it fired at 768 MiB under
-        # saturation, and the per-minute rollup then counted fewer spans than were stored.
-        engine_bytes=max(MIN_WORKING, limit - ENGINE_OUTSIDE) if embedded else None,
+        # What the engine's max_server_memory_usage would be (its tracker counts its own allocations only, not its
+        # library's pages nor Python's). Not applied (`ENGINE_CAP`): chDB does take it (a statement past it fails
+        # as MEMORY_LIMIT_EXCEEDED), but in two of six saturation runs at 768 MiB where it fired, one whole batch
+        # (15 requests) that the insert had returned from without error was missing from `spans`. Until that is
+        # understood, losing nothing acknowledged comes first; the sizes above bound the engine's work instead.
+        engine_bytes=max(MIN_WORKING, limit - ENGINE_OUTSIDE) if embedded and ENGINE_CAP else None,
         high_water_bytes=int(limit * HIGH_WATER),
         low_water_bytes=int(limit * LOW_WATER),
     )

@@ -9,6 +9,7 @@ time of `ragmon report` (through the running agent) over what was stored. Run on
     python benchmarks/ingest.py --store server       # the store in its own process, over ClickHouse HTTP
     python benchmarks/ingest.py --against HEAD~3     # this tree and a git worktree of HEAD~3, alternated
     python benchmarks/ingest.py --against minimal-sink   # ragmon and the issue's yardstick, alternated
+    python benchmarks/ingest.py --memory-limits 768MiB,1GiB,1.5GiB   # agent.memory_limit: peak RSS and throughput
 
 `--against REV` runs the benchmark `--rounds` times (3) on this tree and on a worktree of REV checked out in a
 temporary directory, alternating (which goes first changes every round), each run a process of this script (copied
@@ -19,6 +20,13 @@ This machine's speed drifts by tens of percent within minutes: only runs alterna
 `--sink minimal` sends the same requests to `benchmarks/_minimal_sink.py` instead of ragmon: the minimal Python
 sink into chDB the ingest issue measures ragmon against (three attributes per span, JSON rows, nothing else);
 `--against minimal-sink` alternates it with ragmon in one sitting, like `--against REV`.
+
+`--memory-limits A,B,...` runs the agent with `agent.memory_limit` at each size and with none (the fixed sizes of
+before, no engine cap, no pushback), alternated over `--rounds` rounds like `--against`, and prints a table: the
+median peak RSS of the agent process (its embedded engine included, VmHWM: the whole run), its share of the limit,
+the median spans/s end to end at saturation (the senders post as fast as they are answered) and its ratio to the
+no-limit runs', and the requests the memory guard refused (429, retried after Retry-After by the senders).
+`--memory-limit SIZE` is one such run.
 
 `--store server` runs the engine in a separate process behind a ClickHouse HTTP endpoint (sinks/chhttp.py, the
 only modern ClickHouse installable here) and points the agent at it with `--clickhouse-url`, as a deployment with a
@@ -47,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -271,10 +280,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--against", metavar="REV", help="alternate with a worktree of this git revision, or with `minimal-sink`"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="runs per tree with --against")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per tree with --against or per limit")
+    parser.add_argument("--memory-limit", metavar="SIZE", help="the agent's agent.memory_limit (default: none)")
+    parser.add_argument(
+        "--memory-limits", metavar="A,B,...", help="alternate runs at each memory limit and with none; a table"
+    )
+    parser.add_argument(
+        "--settle-s", type=float, default=_SETTLE_S, help="wait before reading the idle RSS (0: do not read it)"
+    )
     args = parser.parse_args(argv)
     if args.against:
         _compare(args)
+        return
+    if args.memory_limits:
+        _compare_memory_limits(args)
         return
     requests_total = args.spans // args.spans_per_request
     per_sender = [requests_total // args.senders + (i < requests_total % args.senders) for i in range(args.senders)]
@@ -286,7 +305,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ragmon-ingest-") as tmp:
         engine = EngineServer(Path(tmp) / "clickhouse") if args.store == "server" else None
         store_args = ["--clickhouse-url", engine.url] if engine else ["--data-dir", str(Path(tmp) / "data")]
-        extra_env = {"RAGMON_AGENT__CLICKHOUSE_URL": engine.url} if engine else None
+        extra_env = {"RAGMON_AGENT__CLICKHOUSE_URL": engine.url} if engine else {}
+        # "none" unless asked: the fixed sizes, as before memory_limit (its default would be this machine's cgroup)
+        extra_env["RAGMON_AGENT__MEMORY_LIMIT"] = args.memory_limit or "none"
         agent = AgentProcess(Path(tmp) / "data", grpc=False, extra_env=extra_env).start()
         try:
             senders = _Senders(f"{agent.otlp_http}/v1/traces", template, per_sender)
@@ -298,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
             memory = _MemoryWatch(agent.process.pid)
             stats = senders.finish()
             acknowledged_s = max(s["finished"] for s in stats) - first_sent
-            stored = agent.wait_for("SELECT count() AS n FROM spans", total_spans, timeout_s=600)
+            stored = _wait_for(agent, "SELECT count() AS n FROM spans", total_spans, timeout_s=600)
             queryable_s = time.time() - first_sent
             agent_cpu_s = _cpu_seconds(agent.process.pid) - cpu_before
             engine_cpu_s = _cpu_seconds(engine.process.pid) - engine_cpu_before if engine else 0.0
@@ -310,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
             phases = _writer_phases(metrics_text)
             decisions = _samples(metrics_text, "ragmon_sampler_decisions_total")
             # the report's rollup: the template's spans nest no stage in itself, so every stored span is a call
-            in_report = agent.wait_for("SELECT sum(spans) AS n FROM spans_1m", total_spans, timeout_s=600)
+            in_report = _wait_for(agent, "SELECT sum(spans) AS n FROM spans_1m", total_spans, timeout_s=120)
             report_lag_s = time.time() - first_sent - queryable_s
             report_ms = []
             for _ in range(args.report_repeats):
@@ -329,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
                     json.loads(response.read())
                 api_ms.append((time.perf_counter() - started) * 1000)
             rss_mb = _peak_rss_mb(agent.process.pid) if agent.process else float("nan")
-            time.sleep(max(0.0, first_sent + queryable_s + _SETTLE_S - time.time()))
+            time.sleep(max(0.0, first_sent + queryable_s + args.settle_s - time.time()))
             idle_rss_mb = _status_mb(agent.process.pid, "VmRSS")
         finally:
             agent.stop()
@@ -350,8 +371,10 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"agent peak RSS: {rss_mb:.0f} MB (while ingesting, sampled every 50 ms: anonymous "
         f"{memory_peak_mb['RssAnon']:.0f} MB peak, file-backed {memory_peak_mb['RssFile']:.0f} MB peak); "
-        f"{idle_rss_mb:.0f} MB {_SETTLE_S:.0f} s after the last span was queryable"
+        f"{idle_rss_mb:.0f} MB {args.settle_s:.0f} s after the last span was queryable"
     )
+    pushed_back = sum(_samples(metrics_text, "ragmon_memory_pushback_total").values())
+    print(f"memory limit: {args.memory_limit or 'none'}; requests refused for memory (429): {pushed_back:,.0f}")
     if engine:
         print(
             f"engine process (ClickHouse HTTP endpoint): CPU {engine_cpu_s:.1f} s = "
@@ -366,6 +389,23 @@ def main(argv: list[str] | None = None) -> None:
         f"report via the agent API: median {statistics.median(api_ms):.0f} ms; "
         f"`ragmon report` command (process start included): median {statistics.median(report_ms):.0f} ms"
     )
+
+
+def _wait_for(agent: AgentProcess, sql: str, expected: int, timeout_s: float) -> int:
+    """Poll a count until it is `expected`. A query may be refused while the agent is saturated (with a memory
+    limit the engine answers MEMORY_LIMIT_EXCEEDED when inserts hold its share): it is asked again, as a user would."""
+    deadline = time.monotonic() + timeout_s
+    value = 0
+    while time.monotonic() < deadline:
+        try:
+            rows = agent.query(sql)
+        except urllib.error.HTTPError:
+            rows = []
+        value = int(next(iter(rows[0].values()))) if rows else value
+        if value == expected:
+            break
+        time.sleep(0.1)
+    return value
 
 
 def _run_minimal_sink(template: bytes, per_sender: list[int], total_spans: int) -> None:
@@ -449,6 +489,59 @@ def _compare(args: argparse.Namespace) -> None:
     for figure in _FIGURES:
         ours, theirs = (statistics.median(r[figure] for r in side) for side in (this, other))
         print(f"median {figure}: this tree {ours:,.1f}, {args.against} {theirs:,.1f}: ratio {ours / theirs:.3f}")
+
+
+_MEMORY_FIGURES = {
+    "peak RSS MB": re.compile(r"agent peak RSS: (\d+) MB"),
+    "spans/s": re.compile(r"→\s*([\d,]+) spans/s end to end"),
+    "refused for memory": re.compile(r"requests refused for memory \(429\): ([\d,]+)"),
+    "stored": re.compile(r"stored and queryable: ([\d,]+) spans"),
+    "sent": re.compile(r"spans sent: ([\d,]+)"),
+}
+
+
+def _compare_memory_limits(args: argparse.Namespace) -> None:
+    """Runs with no memory limit and at each of `args.memory_limits`, alternated over `args.rounds` rounds (the
+    order turns every round, so the machine's drift falls on every limit alike); a table of medians and ratios."""
+    from ragmon.memory import parse_size
+
+    limits = ["none", *(size.strip() for size in args.memory_limits.split(",") if size.strip())]
+    options = ["--spans", str(args.spans), "--senders", str(args.senders), "--store", args.store]
+    options += ["--spans-per-request", str(args.spans_per_request), "--report-repeats", "1", "--settle-s", "0"]
+    runs: dict[str, list[dict[str, float]]] = {limit: [] for limit in limits}
+    for round_ in range(args.rounds):
+        order = limits[round_ % len(limits) :] + limits[: round_ % len(limits)]
+        for limit in order:
+            command = [sys.executable, str(Path(__file__).resolve()), *options, "--memory-limit", limit]
+            done = subprocess.run(command, capture_output=True, text=True)
+            figures = {}
+            for figure, pattern in _MEMORY_FIGURES.items():
+                match = pattern.search(done.stdout)
+                if match is None:
+                    raise SystemExit(f"{limit}: no '{figure}' in its output:\n{done.stdout}\n{done.stderr}")
+                figures[figure] = float(match.group(1).replace(",", ""))
+            runs[limit].append(figures)
+            print(f"round {round_ + 1} limit {limit}: " + ", ".join(f"{k} {v:,.0f}" for k, v in figures.items()))
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (2 cores)")
+    print(f"\nmedians of {args.rounds} runs each, {args.spans:,} spans from {args.senders} senders, alternated:")
+    print(
+        f"{'memory_limit':>12}  {'peak RSS':>9}  {'of limit':>8}  {'spans/s':>8}  {'vs none':>7}  {'refused':>7}  "
+        "unstored (all runs)"
+    )
+    baseline = statistics.median(r["spans/s"] for r in runs["none"])
+    for limit in limits:
+        peak = statistics.median(r["peak RSS MB"] for r in runs[limit])
+        rate = statistics.median(r["spans/s"] for r in runs[limit])
+        refused = statistics.median(r["refused for memory"] for r in runs[limit])
+        # the "MB" the runs print are /proc's kB over 1024: MiB
+        share = "-" if limit == "none" else f"{peak * 1024**2 / parse_size(limit):.0%}"
+        ratio = rate / baseline
+        # acknowledged spans not in `spans` when the run gave up waiting (10 minutes): should be 0
+        unstored = sum(r["sent"] - r["stored"] for r in runs[limit])
+        print(
+            f"{limit:>12}  {peak:>5,.0f} MiB  {share:>8}  {rate / 1000:>6.1f}k  ×{ratio:>5.2f}  {refused:>7,.0f}  "
+            f"{unstored:,.0f}"
+        )
 
 
 def _writer_phases(metrics_text: str) -> dict[str, float]:

@@ -2,7 +2,8 @@
 
 Same semantics as the HTTP receiver, mapped to gRPC codes: UNAUTHENTICATED for a missing or wrong API key
 (``authorization: Bearer <key>`` or ``x-api-key`` metadata), RESOURCE_EXHAUSTED with RetryInfo when the
-consumer pushes back, UNAVAILABLE (+RetryInfo) when it is down, OK with ``partial_success`` when spans were
+consumer pushes back or the agent's resident memory is over its high-water mark (`collectors/memory_guard.py`),
+UNAVAILABLE (+RetryInfo) when it is down, OK with ``partial_success`` when spans were
 rejected, INVALID_ARGUMENT for a message that does not parse. grpcio decompresses the message and enforces
 `max_message_bytes` on the decompressed size (RESOURCE_EXHAUSTED); the handler is registered with no request
 deserializer, so it gets the raw bytes: they are parsed once to count invalid spans and then passed on as they
@@ -32,6 +33,7 @@ from collectors.consumer import SpanConsumer
 from collectors.counters import CollectorCounters
 from collectors.errors import Backpressure, ConsumerUnavailable, DecodeError
 from collectors.ingest import Ingest
+from collectors.memory_guard import MemoryGuard
 
 __all__ = ["GrpcReceiver"]
 
@@ -54,8 +56,10 @@ class GrpcReceiver:
         max_message_bytes: int = 16 * 1024 * 1024,
         worker_threads: int = 4,
         max_concurrent_rpcs: int = 64,
+        memory_guard: MemoryGuard | None = None,
     ) -> None:
         self.host = host
+        self.memory_guard = memory_guard
         self._requested_port = port
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
@@ -126,6 +130,10 @@ class _TraceService:
             receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="unauthenticated")
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid API key")
             raise AssertionError("unreachable: context.abort raises")
+        guard = receiver.memory_guard
+        if guard is not None and (wait_s := guard.admit("grpc")) is not None:
+            receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="memory")
+            _abort_with_retry(context, grpc.StatusCode.RESOURCE_EXHAUSTED, guard.reason, wait_s)
         try:
             outcome = receiver.ingest.export_body(body, encoding="protobuf", tenant=tenant, transport="grpc")
         except DecodeError as exc:

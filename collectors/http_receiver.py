@@ -9,9 +9,10 @@ decoding, validating and the consumer run in a small thread pool so a slow consu
 Bodies come with a Content-Length or ``Transfer-Encoding: chunked`` (what the OpenTelemetry JS exporters send).
 Order of checks for a POST, all before any body byte is read (with ``Expect: 100-continue`` the client does not
 even send it): auth (401) → framing present (411: neither length nor chunked) and a declared length within
-`max_body_bytes` (413) → content type (415) → content encoding (415) → in-flight byte budget (503 +
-Retry-After). A chunked body is answered 413 as soon as the bytes received pass `max_body_bytes`. Then the body is
-decoded (400 / 413 for a too-large decompressed body), handed to the consumer (429 / 503 + Retry-After on
+`max_body_bytes` (413) → content type (415) → content encoding (415) → the memory guard (429 + Retry-After while
+the agent's resident memory is over its high-water mark, `collectors/memory_guard.py`) → in-flight byte budget
+(503 + Retry-After). A chunked body is answered 413 as soon as the bytes received pass `max_body_bytes`. Then the
+body is decoded (400 / 413 for a too-large decompressed body), handed to the consumer (429 / 503 + Retry-After on
 backpressure) and answered 200, with ``partial_success`` when spans were rejected. Responses use the request's
 content type. Malformed HTTP is 400 (431 for a head over 64 KiB, 501 for an unknown transfer coding, 505 for a
 version other than 1.0/1.1) and closes the connection; a request head or body slower than `read_timeout_s` is 408.
@@ -42,6 +43,7 @@ from collectors.counters import CollectorCounters, MetricsSource, render_metrics
 from collectors.decode import SUPPORTED_ENCODINGS
 from collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
 from collectors.ingest import BodyEncoding, Ingest
+from collectors.memory_guard import MemoryGuard
 from collectors.responses import JSON, PROTOBUF, export_response, status_response
 
 __all__ = ["HttpReceiver"]
@@ -98,8 +100,10 @@ class HttpReceiver:
         idle_timeout_s: float = 75.0,
         read_timeout_s: float = 30.0,
         extra_metrics: Iterable[MetricsSource] = (),
+        memory_guard: MemoryGuard | None = None,
     ) -> None:
         self.host = host
+        self.memory_guard = memory_guard
         self._requested_port = port
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
@@ -396,6 +400,13 @@ class _Connection(asyncio.Protocol):
         # max_body_bytes up front would admit only max_inflight / max_body (16 by default) chunked uploads at once
         # though OTLP bodies are ~100 KB, throttling Node.js apps for nothing; the price is that a budget refusal
         # may come mid-upload (answered like a 413, with a lingering close).
+        # Before the body is read: a refused request costs the agent no memory (the client retries after the wait).
+        guard = receiver.memory_guard
+        if guard is not None and (wait_s := guard.admit("http")) is not None:
+            receiver.count("memory")
+            message = status_response(reply_type, 429, guard.reason)
+            self._refuse(length, 429, reply_type, message, {"Retry-After": str(max(1, math.ceil(wait_s)))})
+            return
         if receiver._stopping or not receiver.reserve(length or 0):
             self._overloaded(reply_type, length)
             return

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from ragmon.memory import default_memory_limit, parse_size
 
 ENV_PREFIX = "RAGMON_"
 NESTED_DELIMITER = "__"
@@ -102,6 +104,10 @@ class AgentSettings(_Section):
     # insert has a fixed cost (planning the views, the sampler's queries): benchmarks/ingest.py --spans 500000
     # gave (one INSERT per batch) 16 MiB: 45k spans/s, 1.15 GB peak RSS; 32 MiB: 52k, 1.38 GB; 64 MiB: 52k, 1.56 GB.
     insert_batch_max_bytes: int = Field(default=32 * 1024**2, ge=1024 * 1024)
+    # What the agent's resident memory (its engine included) stays under: a size ("1GiB", "768MiB", a byte count as
+    # Kubernetes' downward API gives it) or "none". Default: the container's cgroup limit, else 2 GiB. The two sizes
+    # above and the receivers' in-flight bytes are derived from it unless set (ragmon/agent/memory_budget.py).
+    memory_limit: int | None = Field(default_factory=default_memory_limit)
     # One INSERT parses and normalises on one core: a batch goes as up to this many INSERTs at once, each of at
     # least 4 MiB (the embedded engine runs two at a time: sinks/chdb_backend.py WRITERS).
     insert_streams: int = Field(default=2, ge=1, le=16)
@@ -110,6 +116,16 @@ class AgentSettings(_Section):
     # [agent.alerts]: drift rules and channels, validated at start-up (ragmon/agent/drift/rules.py: AlertsConfig)
     alerts: dict[str, Any] = Field(default_factory=dict)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+
+    @field_validator("memory_limit", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> int | None:
+        if value is None or (isinstance(value, str) and value.strip().lower() in {"none", "off", "unlimited"}):
+            return None
+        size = parse_size(value)
+        if size < 256 * 1024**2:  # the engine's library alone is ~330 MB resident: below this nothing would run
+            raise ValueError(f"memory_limit must be at least 256MiB, got {value!r}")
+        return size
 
 
 class JudgeSettings(_Section):

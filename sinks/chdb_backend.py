@@ -9,6 +9,11 @@ cannot write even if the parse-level guard were bypassed. All start with
 `log_queries=0` (chDB's only log table, `system.user_query_log`, lives in memory and would otherwise grow) and
 `async_insert=0` (chDB defaults it to 1; we batch ourselves and rely on the deduplication token, which async
 inserts would ignore). chDB has no MergeTree `system.*_log` tables to cap.
+
+`max_server_memory_bytes` caps the engine's own memory (ClickHouse's `max_server_memory_usage`, the total over all
+queries): chDB takes it as a start-up argument in the first connection's string, and a query past it fails with
+MEMORY_LIMIT_EXCEEDED (retryable: the writer retries the batch) instead of the process growing until it is killed.
+It applies only if this backend starts the engine: a process's engine is started once, by its first connection.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def _params(params: Params | None) -> dict[str, str]:
 class ChdbBackend:
     kind = "chdb"
 
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | Path, *, max_server_memory_bytes: int | None = None) -> None:
         from chdb import state  # heavy (~260 MB RSS): imported only when the embedded store is opened
 
         path = Path(data_dir).resolve()
@@ -43,10 +48,13 @@ class ChdbBackend:
         # Connections to one engine, each running its statements beside the others': bulk inserts (a streaming
         # insert holds its connection for its whole length), other statements (DDL, the sampler's payload copies:
         # they must not wait behind a large insert), and read-only queries.
+        session = _SESSION
+        if max_server_memory_bytes is not None:
+            session += f"&max_server_memory_usage={int(max_server_memory_bytes)}"
         try:
-            self._writer_list = [state.connect(f"{path}?{_SESSION}") for _ in range(WRITERS)]
-            self._statements = state.connect(f"{path}?{_SESSION}")
-            self._reader = state.connect(f"{path}?{_SESSION}&readonly=2")
+            self._writer_list = [state.connect(f"{path}?{session}") for _ in range(WRITERS)]
+            self._statements = state.connect(f"{path}?{session}")
+            self._reader = state.connect(f"{path}?{session}&readonly=2")
         except Exception as exc:  # e.g. another path already open in this process
             raise StoreError(f"cannot open chDB at {path}: {exc}", retryable=False) from exc
         self.path = path

@@ -535,11 +535,13 @@ def open_store(
     retention: Retention | None = None,
     migrate: bool = True,
     cluster: str | None = None,
+    engine_memory_bytes: int | None = None,
 ) -> Store:
     """Open (and by default migrate) a store.
 
     `target`: a ClickHouse URL (`http(s)://user:pass@host:8123`) for a server, a directory for the embedded engine,
     or ragmon `Settings`/`AgentSettings` (their `clickhouse_url` if set, else `<data_dir>/chdb`).
+    `engine_memory_bytes` caps the embedded engine's memory (ignored for a server, whose memory is its own).
     """
     agent = getattr(target, "agent", target)
     if hasattr(agent, "data_dir"):
@@ -553,7 +555,7 @@ def open_store(
     else:
         from sinks.chdb_backend import ChdbBackend
 
-        backend = ChdbBackend(Path(target))
+        backend = ChdbBackend(Path(target), max_server_memory_bytes=engine_memory_bytes)
     store = Store(backend, Topology(database=database, cluster=cluster), retention)
     try:
         if migrate:

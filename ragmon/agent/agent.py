@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from collectors.auth import ApiKeyAuth
+from collectors.memory_guard import MemoryGuard
 from collectors.otlp_sql import (
     INPUT_COLUMNS,
     PROTO_MESSAGE,
@@ -40,6 +41,7 @@ from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.judging import JudgeEndpoints, Judging
+from ragmon.agent.memory_budget import describe, memory_budget
 from ragmon.agent.ports import check_ports_free
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
@@ -152,6 +154,14 @@ class Agent:
         self._p95_at_s = float("-inf")
         self.receivers: list[Any] = []
         self.api: ApiServer | None = None
+        # agent.memory_limit, shared out (sizes below, the engine's cap) and kept by the receivers' guard
+        self.memory = memory_budget(agent)
+        self.memory_guard = MemoryGuard(
+            self.memory.limit_bytes,
+            high_water_bytes=self.memory.high_water_bytes,
+            low_water_bytes=self.memory.low_water_bytes,
+            idle=lambda: self.intake.backlog[0] == 0,  # read once started, when the intake exists
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> Agent:
@@ -163,6 +173,7 @@ class Agent:
             self.store = self._store or open_store(
                 agent.clickhouse_url or self.data_dir / "chdb",
                 cluster=agent.clickhouse_cluster if agent.clickhouse_url else None,
+                engine_memory_bytes=self.memory.engine_bytes,
             )
             self.store.insert_streams = agent.insert_streams
             prices = load_price_table(self.settings.sdk.price_file)
@@ -177,13 +188,14 @@ class Agent:
                 content_select("otlp_norm"),
             )
             log.info("PII redaction before storage: %s", self.redaction.fingerprint)
+            log.info("memory: %s", describe(self.memory))
             self.wal = WriteAheadLog(
                 self.data_dir / "wal",
                 fsync=agent.fsync,
                 fsync_interval_ms=agent.fsync_interval_ms,
                 max_bytes=agent.wal_max_bytes,
             )
-            self.intake = WalIntake(self.wal, max_backlog_bytes=agent.backlog_max_bytes)
+            self.intake = WalIntake(self.wal, max_backlog_bytes=self.memory.backlog_bytes)
             self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
             self._seed_request_latency()
             # Kept traces are queued whoever judges them (this agent, or `ragmon judge` workers).
@@ -198,12 +210,13 @@ class Agent:
                 self._on_decided,
                 self.data_dir / "state",
                 seq=IngestSeq(agent.instance),
-                batch_max_bytes=agent.insert_batch_max_bytes,
+                batch_max_bytes=self.memory.insert_batch_bytes,
                 decisions_low_water=self.decisions.low_water_seq,
             )
             self.writer.recover()
             self.writer.start()
             self.alerting = start_alerting(self.alerts_config, self.store)
+            self.memory_guard.start()
             self._start_receivers()
             host, port = split_host_port(agent.api, "--api")
             dashboard = create_dashboard(self.store, self.auth, bind_host=host)
@@ -232,7 +245,9 @@ class Agent:
                 auth=self.auth,
                 counters=self.counters,
                 max_body_bytes=agent.max_body_bytes,
-                extra_metrics=[self],
+                max_inflight_bytes=self.memory.inflight_bytes,
+                extra_metrics=[self, self.memory_guard],
+                memory_guard=self.memory_guard,
             ).start()
         )
         if agent.otlp_grpc:
@@ -245,6 +260,8 @@ class Agent:
                     auth=self.auth,
                     counters=self.counters,
                     max_message_bytes=agent.max_body_bytes,
+                    max_concurrent_rpcs=self.memory.grpc_concurrent_rpcs,
+                    memory_guard=self.memory_guard,
                 ).start()
             )
 
@@ -253,6 +270,7 @@ class Agent:
         for receiver in self.receivers:
             receiver.stop()
         self.receivers = []
+        self.memory_guard.stop()
         if self.api is not None:
             self.api.stop()
             self.api = None

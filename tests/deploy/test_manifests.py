@@ -13,6 +13,7 @@ import yaml
 from conftest import DEPLOY, REPO, dockerfile_env, k8s_find
 from pydantic import BaseModel
 
+from ragmon.memory import parse_size
 from ragmon.settings import NESTED_DELIMITER, Settings, load_settings
 
 AGENT_IMAGE = "ragmon/agent:dev"
@@ -89,6 +90,12 @@ def container_env(container: dict[str, Any], secrets: dict[tuple[str, str], str]
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = str(item["value"])
+        elif "resourceFieldRef" in item["valueFrom"]:
+            # the downward API gives a resource as a plain number (bytes for memory, with the default divisor 1)
+            ref = item["valueFrom"]["resourceFieldRef"]
+            assert ref.get("containerName", container["name"]) == container["name"], item["name"]
+            group, resource = ref["resource"].split(".", 1)
+            env[item["name"]] = str(parse_size(container["resources"][group][resource]))
         elif "fieldRef" in item["valueFrom"]:
             path = item["valueFrom"]["fieldRef"]["fieldPath"]
             assert path in POD_FIELDS, f"{item['name']}: {path} is not a pod field used here"
@@ -340,6 +347,14 @@ def test_k8s_every_container_has_requests_and_valid_ragmon_env(k8s_docs: list[di
                 )
             image = container["image"]
             assert image == AGENT_IMAGE or COLLECTOR_IMAGE.match(image), f"{where}: {image}"
+
+
+def test_k8s_agent_memory_limit_is_the_pods_limit(k8s_docs: list[dict[str, Any]]) -> None:
+    (sts,) = k8s_find(k8s_docs, "StatefulSet", "ragmon-agent")
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = container_env(container, secret_values(k8s_docs))
+    settings = load_settings(env=env)
+    assert settings.agent.memory_limit == parse_size(container["resources"]["limits"]["memory"])
 
 
 def test_k8s_collector_routes_by_trace_id_to_the_headless_service(k8s_docs: list[dict[str, Any]]) -> None:

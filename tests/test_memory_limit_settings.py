@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ragmon.agent.memory_budget import memory_budget
+from ragmon.agent.memory_budget import limit_warning, memory_budget
 from ragmon.memory import DEFAULT_MEMORY_LIMIT, cgroup_memory_limit, default_memory_limit, parse_size
 from ragmon.settings import AgentSettings, load_settings
 
@@ -117,3 +117,11 @@ def test_explicit_sizes_win_and_no_limit_keeps_the_fixed_sizes() -> None:
     server = memory_budget(AgentSettings(memory_limit=GiB, clickhouse_url="http://ch:8123"))
     assert server.engine_bytes is None
     assert server.backlog_bytes >= memory_budget(AgentSettings(memory_limit=GiB)).backlog_bytes
+
+
+def test_a_limit_below_what_the_embedded_store_keeps_is_said_at_start() -> None:
+    warning = limit_warning(AgentSettings(memory_limit=768 * MiB))
+    assert warning is not None and "below what the embedded store is measured to keep" in warning
+    assert limit_warning(AgentSettings(memory_limit=GiB)) is None
+    assert limit_warning(AgentSettings(memory_limit=768 * MiB, clickhouse_url="http://ch:8123")) is None
+    assert limit_warning(AgentSettings(memory_limit=None)) is None

@@ -41,7 +41,7 @@ from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.judging import JudgeEndpoints, Judging
-from ragmon.agent.memory_budget import describe, memory_budget
+from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ports import check_ports_free
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
@@ -189,6 +189,8 @@ class Agent:
             )
             log.info("PII redaction before storage: %s", self.redaction.fingerprint)
             log.info("memory: %s", describe(self.memory))
+            if (too_small := limit_warning(agent)) is not None:
+                log.warning(too_small)
             self.wal = WriteAheadLog(
                 self.data_dir / "wal",
                 fsync=agent.fsync,

@@ -88,6 +88,24 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
     )
 
 
+# The smallest limit the embedded agent was measured to keep under saturation (benchmarks/ingest.py
+# --memory-limits: 1 GiB peaked at 90 % of it; 768 MiB at 108 %, the engine's library and Python alone being
+# ~550 MB).
+EMBEDDED_KEPT_FROM = 1024 * MiB
+
+
+def limit_warning(agent: AgentSettings) -> str | None:
+    """A limit below what the embedded store is measured to keep: said at start-up, not found by the OOM killer."""
+    limit = agent.memory_limit
+    if limit is None or agent.clickhouse_url or limit >= EMBEDDED_KEPT_FROM:
+        return None
+    return (
+        f"memory_limit {format_size(limit)} is below what the embedded store is measured to keep under saturation "
+        f"({format_size(EMBEDDED_KEPT_FROM)}: ~550 MB is the engine's library and Python before any work; at 768 MiB "
+        "the agent peaked at 832 MiB): give it 1 GiB, or use a ClickHouse server store (--clickhouse-url)"
+    )
+
+
 def _clamp(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
 

@@ -172,6 +172,19 @@ class QueueCounts:
         return self.by_state.get(state, 0)
 
 
+_INSERT_ITEM = (
+    "INSERT INTO items (tenant, trace_id, judge_version, feature, span_id, sampling_reason,"
+    " inclusion_probability, state, enqueued_at, updated_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
+)
+
+
+def _item_values(k: Kept, judge_version: str, now: float) -> tuple[Any, ...]:
+    return (
+        k.tenant, k.trace_id, judge_version, k.feature, k.span_id, k.sampling_reason, k.inclusion_probability, now, now
+    )
+
+
 class JudgeQueue:
     """The queue over one SQLite file. Thread-safe (one connection behind a lock); several processes may share
     the file. Lease times come from `clock` (default `lease_clock`; see the module docstring), injectable so tests
@@ -257,23 +270,8 @@ class JudgeQueue:
         new = 0
         with self._write() as db:
             for k in kept:
-                cursor = db.execute(
-                    "INSERT INTO items (tenant, trace_id, judge_version, feature, span_id, sampling_reason,"
-                    " inclusion_probability, state, enqueued_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT DO NOTHING",
-                    (
-                        k.tenant,
-                        k.trace_id,
-                        judge_version,
-                        k.feature,
-                        k.span_id,
-                        k.sampling_reason,
-                        k.inclusion_probability,
-                        now,
-                        now,
-                    ),
-                )
-                new += cursor.rowcount
+                values = _item_values(k, judge_version, now)
+                new += db.execute(_INSERT_ITEM + " ON CONFLICT DO NOTHING", values).rowcount
         return new
 
     def enqueue_unqueued(self, kept: Iterable[Kept], judge_version: str) -> int:
@@ -288,22 +286,7 @@ class JudgeQueue:
                     "SELECT 1 FROM items WHERE tenant = ? AND trace_id = ? LIMIT 1", (k.tenant, k.trace_id)
                 ).fetchone():
                     continue
-                db.execute(
-                    "INSERT INTO items (tenant, trace_id, judge_version, feature, span_id, sampling_reason,"
-                    " inclusion_probability, state, enqueued_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                    (
-                        k.tenant,
-                        k.trace_id,
-                        judge_version,
-                        k.feature,
-                        k.span_id,
-                        k.sampling_reason,
-                        k.inclusion_probability,
-                        now,
-                        now,
-                    ),
-                )
+                db.execute(_INSERT_ITEM, _item_values(k, judge_version, now))
                 new += 1
         return new
 

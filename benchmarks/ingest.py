@@ -474,12 +474,7 @@ def _compare(args: argparse.Namespace) -> None:
                     sink = ["--sink", "minimal"] if minimal and name == args.against else []
                     command = [sys.executable, str(script), *options, *sink]
                     done = subprocess.run(command, capture_output=True, text=True)
-                    figures = {}
-                    for figure, pattern in _FIGURES.items():
-                        match = pattern.search(done.stdout)
-                        if match is None:
-                            raise SystemExit(f"{name}: no '{figure}' in its output:\n{done.stdout}\n{done.stderr}")
-                        figures[figure] = float(match.group(1).replace(",", ""))
+                    figures = _read_figures(name, done, _FIGURES)
                     runs[name].append(figures)
                     print(f"round {round_ + 1} {name}: " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
         finally:
@@ -489,6 +484,19 @@ def _compare(args: argparse.Namespace) -> None:
     for figure in _FIGURES:
         ours, theirs = (statistics.median(r[figure] for r in side) for side in (this, other))
         print(f"median {figure}: this tree {ours:,.1f}, {args.against} {theirs:,.1f}: ratio {ours / theirs:.3f}")
+
+
+def _read_figures(
+    name: str, done: subprocess.CompletedProcess[str], patterns: dict[str, re.Pattern[str]]
+) -> dict[str, float]:
+    """The figures a run printed, by name; a run that did not print one stops the benchmark, showing its output."""
+    figures = {}
+    for figure, pattern in patterns.items():
+        match = pattern.search(done.stdout)
+        if match is None:
+            raise SystemExit(f"{name}: no '{figure}' in its output:\n{done.stdout}\n{done.stderr}")
+        figures[figure] = float(match.group(1).replace(",", ""))
+    return figures
 
 
 _MEMORY_FIGURES = {
@@ -514,12 +522,7 @@ def _compare_memory_limits(args: argparse.Namespace) -> None:
         for limit in order:
             command = [sys.executable, str(Path(__file__).resolve()), *options, "--memory-limit", limit]
             done = subprocess.run(command, capture_output=True, text=True)
-            figures = {}
-            for figure, pattern in _MEMORY_FIGURES.items():
-                match = pattern.search(done.stdout)
-                if match is None:
-                    raise SystemExit(f"{limit}: no '{figure}' in its output:\n{done.stdout}\n{done.stderr}")
-                figures[figure] = float(match.group(1).replace(",", ""))
+            figures = _read_figures(limit, done, _MEMORY_FIGURES)
             runs[limit].append(figures)
             print(f"round {round_ + 1} limit {limit}: " + ", ".join(f"{k} {v:,.0f}" for k, v in figures.items()))
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (2 cores)")

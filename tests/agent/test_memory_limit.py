@@ -19,7 +19,7 @@ from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
 from sinks import open_store
 from tests.agent.test_agent_e2e import _encoded_requests
-from tests.agent.test_agent_faults import FlakyStore, _stored, _wait_stored
+from tests.agent.test_agent_faults import FlakyStore, _post, _stored, _wait_stored
 
 GiB = 1024**3
 _EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -64,16 +64,6 @@ def agent(tmp_path: Path, flaky: FlakyStore) -> Iterator[tuple[Agent, Rss]]:
         yield agent, rss
     finally:
         agent.stop()
-
-
-def _post(agent: Agent, body: bytes) -> tuple[int, str | None]:
-    url = f"http://127.0.0.1:{agent.receivers[0].port}/v1/traces"
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/x-protobuf"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, None
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Retry-After")
 
 
 def _metrics(agent: Agent) -> list[str]:

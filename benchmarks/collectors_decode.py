@@ -30,11 +30,10 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
-from collectors.decode import parse_json, parse_protobuf
-from collectors.envelope import _varint, validate
-from collectors.otlp_json import request_from_json
-from collectors.otlp_sql import (
+from ragmon.collectors.decode import parse_json, parse_protobuf
+from ragmon.collectors.envelope import _varint, validate
+from ragmon.collectors.otlp_json import request_from_json
+from ragmon.collectors.otlp_sql import (
     INPUT_COLUMNS,
     PROTO_MESSAGE,
     PROTO_SCHEMA,
@@ -43,6 +42,7 @@ from collectors.otlp_sql import (
     seal,
     spans_select,
 )
+
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
 
@@ -333,7 +333,7 @@ def _sender(port: int, body: bytes, seconds: float, results: Any) -> None:
 def _http_rate(body: bytes, spans: int, senders: int, seconds: float) -> None:
     import multiprocessing
 
-    from collectors import HttpReceiver
+    from ragmon.collectors import HttpReceiver
 
     with HttpReceiver(_DropConsumer(), port=0) as receiver:
         context = multiprocessing.get_context("spawn")

@@ -32,8 +32,9 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from ragmon.collectors.wal import Position, Record, WriteAheadLog  # noqa: E402
+
 from benchmarks.ingest import _requests, _template  # noqa: E402
-from collectors.wal import Position, Record, WriteAheadLog  # noqa: E402
 from ragmon.agent.decisions import DecisionSink  # noqa: E402
 from ragmon.agent.intake import WalIntake  # noqa: E402
 from ragmon.agent.sampling import Sampler  # noqa: E402
@@ -99,8 +100,8 @@ class NoFragments:
 
 
 def _open(engine_dir: Path) -> Any:
-    from collectors import otlp_sql as sql
-    from sinks import open_store
+    from ragmon.collectors import otlp_sql as sql
+    from ragmon.sinks import open_store
 
     store = open_store(engine_dir, database=f"durable_{uuid.uuid4().hex[:8]}")
     sql.install(store)

@@ -116,12 +116,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from judges import text
-from judges.calibration import LabelledRow, agreement, fit_threshold, is_heldout, load_rows
-from judges.lexical import overlap_baseline
-from judges.local_judge import LocalJudge, SentenceEmbedder, load_minilm
-from judges.local_model import MODELS, sigmoid, soft_min
-from judges.support_features import FEATURE_SETS
+from ragmon.judges import text
+from ragmon.judges.calibration import LabelledRow, agreement, fit_threshold, is_heldout, load_rows
+from ragmon.judges.lexical import overlap_baseline
+from ragmon.judges.local_judge import LocalJudge, SentenceEmbedder, load_minilm
+from ragmon.judges.local_model import MODELS, sigmoid, soft_min
+from ragmon.judges.support_features import FEATURE_SETS
 
 # Penalty on standardised weights (per answer-mean loss × n), per feature set: chosen by k-fold kappa on the fitting
 # split (design log).
@@ -337,7 +337,7 @@ def format_transfer(table: dict[str, dict[str, tuple[float, float]]], label: str
 
 
 def _subsets(path: str, rows: Sequence[LabelledRow]) -> list[str]:
-    """Each row's `subset` field (judges.calibration.LabelledRow does not carry it: only this table needs it)."""
+    """Each row's `subset` field (ragmon.judges.calibration.LabelledRow does not carry it: only this table needs it)."""
     with Path(path).open(encoding="utf-8") as handle:
         by_id = {str(raw["id"]): str(raw.get("subset") or "") for raw in map(json.loads, filter(str.strip, handle))}
     return [by_id[r.id] for r in rows]

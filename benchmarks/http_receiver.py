@@ -13,7 +13,7 @@ and validating run in the pool.
     python benchmarks/http_receiver.py --spans 1 --against HEAD   # a tiny body: the HTTP layer's own cost
 
 `--against REV` checks REV out in a temporary git worktree and runs `--rounds` pairs, alternating which tree goes
-first, each run importing `collectors` from its tree (the driver is this script for both, so a pair compares
+first, each run importing the receiver from its tree (the driver is this script for both, so a pair compares
 receivers, not benchmark versions); it prints every run, then the medians and the ratios this tree / REV.
 """
 
@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import _source_tree  # beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 WARMUP_REQUESTS = 50
@@ -66,11 +68,8 @@ def _loop_thread_cpu_s(receiver: Any) -> float:
 
 def _run_one(tree: Path, body_path: Path, requests: int, senders: int) -> dict[str, float]:
     """In a fresh process: serve with `tree`'s receiver, time `requests` posts from `senders` processes."""
-    sys.path.insert(0, str(tree))
-    import collectors
-    from collectors import HttpReceiver
-
-    assert Path(collectors.__file__).resolve().is_relative_to(tree.resolve()), collectors.__file__
+    _source_tree.import_from(tree)
+    HttpReceiver = _source_tree.agent_package(tree, "collectors").HttpReceiver
 
     class DropConsumer:
         def consume(self, tenant: str, body: bytes, spans: int) -> None:

@@ -28,7 +28,7 @@ the median spans/s end to end at saturation (the senders post as fast as they ar
 no-limit runs', and the requests the memory guard refused (429, retried after Retry-After by the senders).
 `--memory-limit SIZE` is one such run.
 
-`--store server` runs the engine in a separate process behind a ClickHouse HTTP endpoint (sinks/chhttp.py, the
+`--store server` runs the engine in a separate process behind a ClickHouse HTTP endpoint (tests/support/chhttp.py, the
 only modern ClickHouse installable here) and points the agent at it with `--clickhouse-url`, as a deployment with a
 ClickHouse server does: the agent's own RSS and CPU are then Python's alone, and the engine's are reported apart.
 
@@ -62,6 +62,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import _source_tree  # noqa: E402 - beside this script
 
 from tests.agent.harness import AgentProcess, EngineServer  # noqa: E402 - the repo's own test harness
 
@@ -473,7 +475,9 @@ def _compare(args: argparse.Namespace) -> None:
                     script = trees[name] / "benchmarks" / "ingest.py"
                     sink = ["--sink", "minimal"] if minimal and name == args.against else []
                     command = [sys.executable, str(script), *options, *sink]
-                    done = subprocess.run(command, capture_output=True, text=True)
+                    # every process of the run (the senders, the agent) imports ragmon from the run's own tree
+                    env = _source_tree.environment(trees[name], Path(tmp) / f"site-{round_}-{len(runs[name])}")
+                    done = subprocess.run(command, capture_output=True, text=True, env=env)
                     figures = _read_figures(name, done, _FIGURES)
                     runs[name].append(figures)
                     print(f"round {round_ + 1} {name}: " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))

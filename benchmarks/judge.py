@@ -34,10 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judges.llm_judge import LLMJudge, LLMJudgeConfig
-from judges.queue import JudgeQueue, Kept
-from judges.types import RagSample
-from judges.worker import JudgeWorker, WorkerConfig
+from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
+from ragmon.judges.queue import JudgeQueue, Kept
+from ragmon.judges.types import RagSample
+from ragmon.judges.worker import JudgeWorker, WorkerConfig
+
 from ragmon.pricing import default_price_table
 from ragmon.testing import Completion, EmbeddingsReply, ScriptedOpenAIServer
 

@@ -25,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from judges.queue import ItemState, JudgeQueue  # noqa: E402
+from ragmon.judges.queue import ItemState, JudgeQueue  # noqa: E402
+
 from ragmon.testing import ScriptedOpenAIServer  # noqa: E402
 from tests.agent.harness import AgentProcess  # noqa: E402 - the repo's own test harness
 from tests.agent.judge_traces import kept_traces, post, wait_until  # noqa: E402

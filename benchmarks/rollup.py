@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/rollup.py [--traces 40000] [--widths 1,8,40] [--repeats 3]
 
-Fills `spans` with `sinks.synth.make_batch` traces (root + 4 stages, 5 spans each; with `--nested` a same-stage
+Fills `spans` with `tests.support.synth.make_batch` traces (root + 4 stages, 5 spans each; with `--nested` a same-stage
 child under every search and generate span, as LlamaIndex under OpenInference sends), one ingest sequence number
 per 1,000 traces, then rolls the whole store up in ranges of `--widths` sequence numbers, side by side with the
 view's query (`count()`, sums and quantile states grouped per minute, no walk) over the same ranges, alternating
@@ -17,10 +17,11 @@ import resource
 import statistics
 import tempfile
 
-from sinks import open_store
-from sinks.rollup_sql import rollup_sql
-from sinks.schema import DURATION_STATE, TTFT_STATE
-from sinks.synth import make_batch
+from ragmon.sinks import open_store
+from ragmon.sinks.rollup_sql import rollup_sql
+from ragmon.sinks.schema import DURATION_STATE, TTFT_STATE
+
+from tests.support.synth import make_batch
 
 TRACES_PER_SEQ = 1_000
 

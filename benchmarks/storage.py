@@ -1,7 +1,7 @@
 """Bytes on disk per stored span and per kept trace, on the embedded engine (chDB), for capacity planning.
 
 Stores demo-like traffic through the agent's own ingest path (OTLP envelopes → `otlp_in` → the normalising views →
-`spans`, `span_content`, rollups): `sinks.synth.otlp_traces` requests (root + embed, search, rerank, generate),
+`spans`, `span_content`, rollups): `tests.support.synth.otlp_traces` requests (root + embed, search, rerank, generate),
 with their captured text replaced by the demo app's: a question from `ragmon/demo/questions.json`, five passages of
 the demo corpus on the search span, an answer built from the passages' sentences. Then the sampler's copy keeps
 `--keep-rate` of the traces in `payloads`. Sizes come from `system.parts` (active parts, compressed bytes on disk
@@ -29,11 +29,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from collectors import otlp_sql  # noqa: E402
+from ragmon.collectors import otlp_sql  # noqa: E402
+from ragmon.sinks import open_store  # noqa: E402
+from ragmon.sinks.store import Store  # noqa: E402
+
 from ragmon.demo.passages import load_corpus, load_questions  # noqa: E402
-from sinks import open_store  # noqa: E402
-from sinks.store import Store  # noqa: E402
-from sinks.synth import encode_otlp_request, otlp_traces  # noqa: E402
+from tests.support.synth import encode_otlp_request, otlp_traces  # noqa: E402
 
 TRACES_PER_INSERT = 10_000  # 50,000 spans per INSERT, the size the agent's writer batches to under load
 TABLES = ("spans", "span_content", "spans_1m", "spans_1h", "payloads")

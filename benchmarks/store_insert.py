@@ -5,10 +5,10 @@
 
 OTLP path (the product path since normalisation moved into SQL): pre-encoded request bodies of 100 traces × 5
 spans (the SDK's attribute names, captured question/passages/answer), sealed into envelopes and stored with one
-`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `collectors.otlp_sql`'s views → `spans`,
+`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `ragmon.collectors.otlp_sql`'s views → `spans`,
 `span_content`; measured through chDB and through the loopback HTTP endpoint. (Since store v5 the rollups are
 not on the insert path: the agent rolls a range up after sampling, `Store.roll_up`.)
-`--redaction` sets the views' PII redaction (`collectors.sql_redaction`; the agent's default is on); `compare`
+`--redaction` sets the views' PII redaction (`ragmon.collectors.sql_redaction`; the agent's default is on); `compare`
 stores the same batches with redaction off and on, in two databases, alternating which goes first, and prints
 wall and CPU (all threads: the engine runs in-process) per span side by side with their ratio.
 
@@ -30,12 +30,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ragmon.sinks import open_store
+from ragmon.sinks.arrow import to_ipc_stream, to_table
+from ragmon.sinks.store import INSERT_SETTINGS, Store, batch_token
+
 from ragmon.model import SPAN_COLUMNS
-from sinks import open_store
-from sinks.arrow import to_ipc_stream, to_table
-from sinks.chhttp import ClickHouseHttpServer
-from sinks.store import INSERT_SETTINGS, Store, batch_token
-from sinks.synth import encode_otlp_request, make_batch, otlp_traces
+from tests.support.chhttp import ClickHouseHttpServer
+from tests.support.synth import encode_otlp_request, make_batch, otlp_traces
 
 
 def _median_rate(rows: int, repeats: int, run: Callable[[int], object]) -> float:
@@ -85,13 +86,13 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
 
 
 def _redaction(mode: str) -> Any:
-    from collectors.sql_redaction import DEFAULT, DISABLED
+    from ragmon.collectors.sql_redaction import DEFAULT, DISABLED
 
     return DEFAULT if mode == "on" else DISABLED
 
 
 def _install_real_sql(store: Store, redaction_mode: str = "on") -> object:
-    from collectors import otlp_sql
+    from ragmon.collectors import otlp_sql
 
     redaction = _redaction(redaction_mode)
     otlp_sql.install(store, redaction=redaction)
@@ -135,7 +136,7 @@ def bench_otlp(data_dir: str, bodies: int, repeats: int, redaction_mode: str = "
         batches.append(envelopes)
     spans = traces_per_body * 5 * bodies
     print(f"otlp: {bodies} bodies × {traces_per_body * 5} spans = {spans} spans per insert, median of {repeats}")
-    from collectors.otlp_sql import seal
+    from ragmon.collectors.otlp_sql import seal
 
     sealed = [[seal(body, "acme", s) for body, s in batch] for batch in batches]
     if redaction_mode == "compare":

@@ -14,11 +14,11 @@ table whose materialized views (`normalise_select`, then `spans_select` and `con
 dialect inside ClickHouse.
 """
 
-from collectors.auth import ApiKeyAuth
-from collectors.consumer import SpanConsumer
-from collectors.counters import CollectorCounters, MetricsSource, render_metrics
-from collectors.envelope import REJECT_REASONS, Validation, validate
-from collectors.errors import (
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.collectors.consumer import SpanConsumer
+from ragmon.collectors.counters import CollectorCounters, MetricsSource, render_metrics
+from ragmon.collectors.envelope import REJECT_REASONS, Validation, validate
+from ragmon.collectors.errors import (
     Backpressure,
     CollectorError,
     CompressionError,
@@ -28,10 +28,10 @@ from collectors.errors import (
     PayloadTooLargeError,
     ProtobufDecodeError,
 )
-from collectors.grpc_receiver import GrpcReceiver
-from collectors.http_receiver import HttpReceiver
-from collectors.ingest import ExportOutcome, Ingest
-from collectors.otlp_sql import (
+from ragmon.collectors.grpc_receiver import GrpcReceiver
+from ragmon.collectors.http_receiver import HttpReceiver
+from ragmon.collectors.ingest import ExportOutcome, Ingest
+from ragmon.collectors.otlp_sql import (
     INPUT_COLUMNS,
     PROTO_MESSAGE,
     PROTO_SCHEMA,

@@ -1,6 +1,6 @@
 """Request bodies → OTLP objects: capped decompression, protobuf parsing, JSON parsing.
 
-Everything here raises the `collectors.errors` tree (`DecodeError` subclasses, `PayloadTooLargeError`) and
+Everything here raises the `ragmon.collectors.errors` tree (`DecodeError` subclasses, `PayloadTooLargeError`) and
 maps third-party errors at this boundary, so receivers never see a protobuf or zlib exception.
 """
 
@@ -12,8 +12,7 @@ from typing import Any, Final
 
 from google.protobuf.message import DecodeError as _ProtobufError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-from collectors.errors import CompressionError, JsonDecodeError, PayloadTooLargeError, ProtobufDecodeError
+from ragmon.collectors.errors import CompressionError, JsonDecodeError, PayloadTooLargeError, ProtobufDecodeError
 
 __all__ = ["SUPPORTED_ENCODINGS", "decompress", "parse_json", "parse_protobuf"]
 

@@ -3,10 +3,10 @@
 `validate` walks an ``ExportTraceServiceRequest`` once, reading only ids and timestamps (never attributes), and
 counts invalid spans by reason for OTLP ``partial_success``. When every span is valid the body is passed through
 as received — no re-serialisation; otherwise (rare) the request is rebuilt without the invalid spans.
-The store's SQL (`collectors.sql_normalise`) filters spans by the same rules, so they agree by construction.
+The store's SQL (`ragmon.collectors.sql_normalise`) filters spans by the same rules, so they agree by construction.
 
 `seal` appends the agent's fields to a body: an OTLP request followed by fields 15 and 16 parses as an
-`Envelope` (`collectors.otlp_schema`), because protobuf messages concatenate field by field.
+`Envelope` (`ragmon.collectors.otlp_schema`), because protobuf messages concatenate field by field.
 """
 
 from __future__ import annotations

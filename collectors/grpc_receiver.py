@@ -27,13 +27,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
 )
-
-from collectors.auth import ApiKeyAuth
-from collectors.consumer import SpanConsumer
-from collectors.counters import CollectorCounters
-from collectors.errors import Backpressure, ConsumerUnavailable, DecodeError
-from collectors.ingest import Ingest
-from collectors.memory_guard import MemoryGuard
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.collectors.consumer import SpanConsumer
+from ragmon.collectors.counters import CollectorCounters
+from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError
+from ragmon.collectors.ingest import Ingest
+from ragmon.collectors.memory_guard import MemoryGuard
 
 __all__ = ["GrpcReceiver"]
 

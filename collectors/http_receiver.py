@@ -36,15 +36,14 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import h11
-
-from collectors.auth import ApiKeyAuth
-from collectors.consumer import SpanConsumer
-from collectors.counters import CollectorCounters, MetricsSource, render_metrics
-from collectors.decode import SUPPORTED_ENCODINGS
-from collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
-from collectors.ingest import BodyEncoding, Ingest
-from collectors.memory_guard import MemoryGuard
-from collectors.responses import JSON, PROTOBUF, export_response, status_response
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.collectors.consumer import SpanConsumer
+from ragmon.collectors.counters import CollectorCounters, MetricsSource, render_metrics
+from ragmon.collectors.decode import SUPPORTED_ENCODINGS
+from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
+from ragmon.collectors.ingest import BodyEncoding, Ingest
+from ragmon.collectors.memory_guard import MemoryGuard
+from ragmon.collectors.responses import JSON, PROTOBUF, export_response, status_response
 
 __all__ = ["HttpReceiver"]
 
@@ -404,8 +403,8 @@ class _Connection(asyncio.Protocol):
         guard = receiver.memory_guard
         if guard is not None and (wait_s := guard.admit("http")) is not None:
             receiver.count("memory")
-            message = status_response(reply_type, 429, guard.reason)
-            self._refuse(length, 429, reply_type, message, {"Retry-After": str(max(1, math.ceil(wait_s)))})
+            refusal = status_response(reply_type, 429, guard.reason)
+            self._refuse(length, 429, reply_type, refusal, {"Retry-After": str(max(1, math.ceil(wait_s)))})
             return
         if receiver._stopping or not receiver.reserve(length or 0):
             self._overloaded(reply_type, length)

@@ -1,9 +1,10 @@
 """One export request → decoded, validated, handed to the consumer, counted: shared by both receivers.
 
 `Ingest` is transport-neutral: each receiver gives it a body, its encoding and compression. Per request it
-decompresses (capped), parses, counts invalid spans (`collectors.envelope.validate`) and hands the consumer the
+decompresses (capped), parses, counts invalid spans (`ragmon.collectors.envelope.validate`) and hands the consumer the
 body — as received when every span is valid. Normalisation happens later, in ClickHouse
-(`collectors.otlp_sql`). It raises the `collectors.errors` tree for the receiver to map to a status, and returns
+(`ragmon.collectors.otlp_sql`). It raises the `ragmon.collectors.errors` tree for the receiver to map to a status, and
+returns
 an `ExportOutcome` (accepted / rejected spans) for the response's partial_success.
 
 Not counted here: attribute values over the size limit. They are cut in SQL, and finding them in Python would
@@ -18,18 +19,18 @@ import time
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from collectors.consumer import SpanConsumer
-from collectors.counters import CollectorCounters
-from collectors.decode import decompress, parse_json, parse_protobuf
-from collectors.envelope import Validation, validate
-from collectors.errors import (
+from ragmon.collectors.consumer import SpanConsumer
+from ragmon.collectors.counters import CollectorCounters
+from ragmon.collectors.decode import decompress, parse_json, parse_protobuf
+from ragmon.collectors.envelope import Validation, validate
+from ragmon.collectors.errors import (
     Backpressure,
     CollectorError,
     ConsumerUnavailable,
     DecodeError,
     PayloadTooLargeError,
 )
-from collectors.otlp_json import request_from_json
+from ragmon.collectors.otlp_json import request_from_json
 
 __all__ = ["BodyEncoding", "ExportOutcome", "Ingest"]
 

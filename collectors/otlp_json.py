@@ -7,7 +7,7 @@ mistake) rather than losing data.
 
 A document whose structure is wrong outside spans raises `JsonDecodeError` (the whole request is bad, 400).
 A span object with wrongly typed fields is dropped alone and counted (``malformed_span``); a span with bad ids
-or timestamps is converted with ids that `collectors.envelope.validate` rejects, so it is counted there under
+or timestamps is converted with ids that `ragmon.collectors.envelope.validate` rejects, so it is counted there under
 the right reason.
 """
 
@@ -19,8 +19,7 @@ from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-from collectors.errors import JsonDecodeError
+from ragmon.collectors.errors import JsonDecodeError
 
 __all__ = ["request_from_json"]
 

@@ -1,7 +1,7 @@
 """The protobuf schema ClickHouse parses OTLP with, and the columns of the Null input table that mirror it.
 
 An `Envelope` is an OTLP ``ExportTraceServiceRequest`` body with two fields appended by the agent (see
-`collectors.envelope.seal`): ``tenant = 15`` and ``ingest_seq = 16``. Field numbers are the OTLP spec's
+`ragmon.collectors.envelope.seal`): ``tenant = 15`` and ``ingest_seq = 16``. Field numbers are the OTLP spec's
 (opentelemetry-proto ``trace/v1/trace.proto``, ``common/v1/common.proto``); only the fields normalisation reads
 are declared — ClickHouse skips undeclared fields on the wire like any protobuf reader does.
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol
 
-from collectors.envelope import seal
-from collectors.otlp_schema import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA
-from collectors.sql_normalise import content_select, normalise_select, spans_select
-from collectors.sql_redaction import DEFAULT as DEFAULT_REDACTION
-from collectors.sql_redaction import Redaction
+from ragmon.collectors.envelope import seal
+from ragmon.collectors.otlp_schema import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA
+from ragmon.collectors.sql_normalise import content_select, normalise_select, spans_select
+from ragmon.collectors.sql_redaction import DEFAULT as DEFAULT_REDACTION
+from ragmon.collectors.sql_redaction import Redaction
 
 __all__ = [
     "INPUT_COLUMNS",

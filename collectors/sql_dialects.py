@@ -2,8 +2,8 @@
 
 Each ``*_dialect()`` returns a `DialectSql`: the attribute keys the dialect consumes (they do not go to the
 `attributes` column), a dict field → ClickHouse expression over the span's attribute map ``a`` (plain lookups,
-see `collectors.sql_values`) that is NULL when the span says nothing in that dialect, and its document sources.
-`collectors.sql_normalise` combines them with ``coalesce`` in precedence order, highest first:
+see `ragmon.collectors.sql_values`) that is NULL when the span says nothing in that dialect, and its document sources.
+`ragmon.collectors.sql_normalise` combines them with ``coalesce`` in precedence order, highest first:
 ragmon's own names > OTel GenAI (with general OTel names) > OpenInference > OpenLLMetry.
 
 Within a dialect the old normaliser's order is kept: the model that answered (``gen_ai.response.model``) beats
@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from collectors.sql_values import number, prefix_regex, quote, raw, text
+from ragmon.collectors.sql_values import number, prefix_regex, quote, raw, text
+
 from ragmon import attributes as A
 
 __all__ = [
@@ -125,7 +126,7 @@ DOCUMENT_PREFIXES: Final = (
 )
 
 
-# Fields a dialect may give; `collectors.sql_normalise` combines each across dialects by precedence. Counts
+# Fields a dialect may give; `ragmon.collectors.sql_normalise` combines each across dialects by precedence. Counts
 # (tokens, search units) are given as finite numbers here and truncated/clamped to UInt32 after combining.
 FIELDS: Final = (
     "stage",
@@ -383,7 +384,7 @@ DIALECTS: Final = (ragmon_dialect, otel_dialect, openinference_dialect, openllme
 # ragmon.tenant, dropped: the tenant is the envelope's) is consumed; then captured text is content; OpenInference
 # document ids and scores are fields, except a reranker's inputs (kept as attributes), and the rest of a document
 # (text, metadata) is content; everything else is an attribute. A key starting with a NUL byte is reserved
-# (`collectors.sql_normalise` files exception and resource entries under such keys) and dropped.
+# (`ragmon.collectors.sql_normalise` files exception and resource entries under such keys) and dropped.
 _UNKNOWN: Final = 255
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from collectors.sql_values import quote
+from ragmon.collectors.sql_values import quote
+
 from ragmon.pricing import ModelPrice, PriceTable
 
 __all__ = ["cost_expression", "price_rates"]

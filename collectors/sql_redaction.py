@@ -1,6 +1,6 @@
 """PII redaction inside the ingest views: emails, phone numbers, card numbers and configured patterns in SQL.
 
-Why in SQL: the normalising views (`collectors.sql_normalise`) are where span text first becomes columns, and
+Why in SQL: the normalising views (`ragmon.collectors.sql_normalise`) are where span text first becomes columns, and
 ClickHouse runs ``replaceRegexpAll`` vectorised over a whole insert. Redacting in Python would mean decoding every
 span's protobuf in the agent (the ingest path keeps Python per request, not per span). The patterns are RE2
 (ClickHouse's regex engine): no look-around, no back-references.
@@ -22,7 +22,8 @@ is never a candidate (``doc-4111111111111111``, ``order-555-123-4567``, the frac
 JSON escape before a match (``\\n``, ``\\t``, ``\\r``: messages are JSON text) counts as a boundary and is kept, so
 redaction never breaks the JSON it runs in.
 
-The rendered SQL is part of the views' text, whose digest is the views' COMMENT (`sinks.otlp_ingest`): a change of
+The rendered SQL is part of the views' text, whose digest is the views' COMMENT (`ragmon.sinks.otlp_ingest`): a change
+of
 configuration changes the digest and start-up re-creates the views; `fingerprint` names the configuration in logs.
 Configured patterns are checked by the engine at start-up (`check_statements`): one that RE2 cannot compile, or
 that matches the empty string, is a `RedactionConfigError` naming it.
@@ -36,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from collectors.sql_values import quote
+from ragmon.collectors.sql_values import quote
 
 __all__ = [
     "BUILTINS",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judges.worker import SourceUnavailable
+from ragmon.judges.worker import SourceUnavailable
 
 AGENT_FILE = "agent.json"  # written by the agent that owns the data directory (ragmon.agent.agent.DataDirLock)
 TOKEN_FILE = "judge-api.token"  # ragmon.agent.judging.JUDGE_TOKEN_FILE

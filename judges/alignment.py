@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from judges import text
+from ragmon.judges import text
 
 ALIGNMENT_FEATURES = (
     "window_coverage",

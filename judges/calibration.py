@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from judges.lexical import overlap_baseline
-from judges.protocol import Judge
-from judges.types import RagSample
+from ragmon.judges.lexical import overlap_baseline
+from ragmon.judges.protocol import Judge
+from ragmon.judges.types import RagSample
 
 Split = Literal["all", "fit", "heldout"]
 HELDOUT_BUCKETS = 3  # sha256(id) % 10 in {7, 8, 9}: held out

@@ -30,9 +30,10 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 def calibrate(args: argparse.Namespace) -> int:
     import asyncio
 
-    from judges.calibration import calibrate as run
-    from judges.calibration import format_report, load_rows
-    from judges.registry import make_judge
+    from ragmon.judges.calibration import calibrate as run
+    from ragmon.judges.calibration import format_report, load_rows
+    from ragmon.judges.registry import make_judge
+
     from ragmon.settings import load_settings
 
     try:
@@ -88,14 +89,14 @@ def judge(args: argparse.Namespace) -> int:
     import signal
 
     from pydantic import ValidationError
+    from ragmon.judges.queue import JudgeQueue
+    from ragmon.judges.registry import make_judge
 
-    from judges.queue import JudgeQueue
-    from judges.registry import make_judge
     from ragmon.settings import load_settings
 
-    overrides = {"clickhouse_url": args.clickhouse_url} if args.clickhouse_url else {}
+    store_overrides = {"clickhouse_url": args.clickhouse_url} if args.clickhouse_url else {}
     try:
-        settings = load_settings({"agent": overrides}, config_file=args.config)
+        settings = load_settings({"agent": store_overrides}, config_file=args.config)
     except (ValidationError, ValueError, OSError) as exc:
         print(f"ragmon judge: {exc}", file=sys.stderr)
         return 2
@@ -132,17 +133,16 @@ def judge(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    from judges.worker import JudgeWorker, WorkerConfig
+    from ragmon.judges.worker import JudgeWorker, WorkerConfig
 
-    config = WorkerConfig()
-    overrides: dict[str, object] = {}
-    if args.metrics:
-        overrides["metrics"] = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
-    if args.concurrency:
-        overrides["concurrency"] = args.concurrency
-    if args.lease_s:
-        overrides["lease_s"] = args.lease_s
-    config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
+    defaults = WorkerConfig()
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) if args.metrics else defaults.metrics
+    config = dataclasses.replace(
+        defaults,
+        metrics=metrics,
+        concurrency=args.concurrency or defaults.concurrency,
+        lease_s=args.lease_s or defaults.lease_s,
+    )
 
     async def main() -> None:
         worker = JudgeWorker(queue, backend, store.payloads, store.sink, config=config)
@@ -213,7 +213,7 @@ def _store_side(clickhouse_url: str | None, data_dir: Path) -> tuple[Any, Any, s
     directly (several workers may); an embedded one directly when no agent runs there, holding the data
     directory's lock meanwhile (an agent starting then says the directory is in use, instead of failing on
     chDB's lock), else through the agent that owns it, as `ragmon report` and `query` do."""
-    from judges.store_adapter import agent_store_side, open_store_side
+    from ragmon.agent.judge_store import agent_store_side, open_store_side
 
     if clickhouse_url:
         return open_store_side(clickhouse_url, data_dir), None, f"ClickHouse at {clickhouse_url}"
@@ -242,7 +242,7 @@ def _readable(exc: Exception, data_dir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m judges.cli calibrate|judge ...` until the lead wires `judge` into ragmon/cli.py."""
+    """`python -m ragmon.judges.cli calibrate|judge ...` until the lead wires `judge` into ragmon/cli.py."""
     parser = argparse.ArgumentParser(prog="ragmon")
     commands = parser.add_subparsers(dest="command", required=True)
     add_calibrate_arguments(commands.add_parser("calibrate", help="agreement of a judge with human labels"))

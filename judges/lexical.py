@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from judges import text
+from ragmon.judges import text
 
 _MAX_RUN = 12  # runs longer than this count as this long: enough to tell a quote from a paraphrase
 _NAME_STOP = frozenset({"the", "a", "an", "i", "it", "he", "she", "they", "we", "you", "this", "that", "yes", "no"})

@@ -29,9 +29,8 @@ from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-
-from judges.budget import Budget
-from judges.metrics import (
+from ragmon.judges.budget import Budget
+from ragmon.judges.metrics import (
     METRICS,
     AnswerRelevance,
     ContextPrecision,
@@ -39,11 +38,12 @@ from judges.metrics import (
     ContextRelevance,
     Faithfulness,
 )
-from judges.parsing import ReplyParseError, parse_reply
-from judges.prompts import Prompt
-from judges.protocol import Embeddings, Generation
-from judges.ratelimit import TokenBucket
-from judges.types import MetricResult, RagSample, Status, Usage
+from ragmon.judges.parsing import ReplyParseError, parse_reply
+from ragmon.judges.prompts import Prompt
+from ragmon.judges.protocol import Embeddings, Generation
+from ragmon.judges.ratelimit import TokenBucket
+from ragmon.judges.types import MetricResult, RagSample, Status, Usage
+
 from ragmon.pricing import ModelPrice, PriceTable, load_price_table
 from ragmon.retry import RetryPolicy, parse_retry_after
 

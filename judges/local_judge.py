@@ -27,19 +27,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from judges import text
-from judges.local_model import FITTED_DATASETS, FITTED_TASKS, MODELS, SupportModel, sigmoid
-from judges.metrics import (
+from ragmon.judges import text
+from ragmon.judges.local_model import FITTED_DATASETS, FITTED_TASKS, MODELS, SupportModel, sigmoid
+from ragmon.judges.metrics import (
     AnswerRelevance,
     ContextPrecision,
     ContextRecall,
     ContextRelevance,
     Faithfulness,
 )
-from judges.metrics._common import result
-from judges.metrics.answer_relevance import cosine
-from judges.support_features import Evidence, claim_features, texts_to_embed
-from judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
+from ragmon.judges.metrics._common import result
+from ragmon.judges.metrics.answer_relevance import cosine
+from ragmon.judges.support_features import Evidence, claim_features, texts_to_embed
+from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
 
 _CONTRADICTION_COVERAGE = 0.8  # a claim this close to one passage sentence, disagreeing on negation or number
 _RELEVANT_SHARE = 0.5  # share of the question's content words a passage must hold to count as relevant

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
-
-from judges.prompts import Prompt
-from judges.types import MetricResult, RagSample, Status, Usage
+from ragmon.judges.prompts import Prompt
+from ragmon.judges.types import MetricResult, RagSample, Status, Usage
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -181,7 +181,15 @@ _INSERT_ITEM = (
 
 def _item_values(k: Kept, judge_version: str, now: float) -> tuple[Any, ...]:
     return (
-        k.tenant, k.trace_id, judge_version, k.feature, k.span_id, k.sampling_reason, k.inclusion_probability, now, now
+        k.tenant,
+        k.trace_id,
+        judge_version,
+        k.feature,
+        k.span_id,
+        k.sampling_reason,
+        k.inclusion_probability,
+        now,
+        now,
     )
 
 

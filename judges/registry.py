@@ -8,20 +8,21 @@ import asyncio
 from importlib.metadata import entry_points
 from typing import Any
 
-from judges.protocol import Judge
+from ragmon.judges.protocol import Judge
+
 from ragmon.settings import JudgeSettings
 
 ENTRY_POINT_GROUP = "ragmon.judges"
 
 
 def _local(settings: JudgeSettings, **options: Any) -> Judge:
-    from judges.local_judge import LocalJudge
+    from ragmon.judges.local_judge import LocalJudge
 
     return LocalJudge(**options)
 
 
 def _llm(settings: JudgeSettings, **options: Any) -> Judge:
-    from judges.llm_judge import LLMJudge, LLMJudgeConfig
+    from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
 
     if not settings.base_url:
         raise ValueError("the llm judge needs judge.base_url (RAGMON_JUDGE__BASE_URL)")
@@ -48,11 +49,11 @@ def judge_version(name: str, settings: JudgeSettings | None = None) -> str:
     load its model, the LLM one open a client): the agent enqueues kept traces for it when workers judge them."""
     settings = settings or JudgeSettings()
     if name == "local":
-        from judges.local_judge import expected_version
+        from ragmon.judges.local_judge import expected_version
 
         return expected_version()
     if name == "llm":
-        from judges.llm_judge import llm_version
+        from ragmon.judges.llm_judge import llm_version
 
         return llm_version(settings.model)
     judge = make_judge(name, settings)  # a plugin: only it knows its version

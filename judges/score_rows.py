@@ -1,10 +1,10 @@
-"""Score rows: one dict per (trace, metric, judge version), shaped like `sinks.schema.SCORE_COLUMNS`.
+"""Score rows: one dict per (trace, metric, judge version), shaped like `ragmon.sinks.schema.SCORE_COLUMNS`.
 
 Rows carry keys the scores table has only from schema v3 on (see `EXTRA_SCORE_KEYS`): per-claim flags and evidence
 inside `claims` (stored as the parallel `claim_flags` / `claim_support` columns), the metric's `flags` (refusal,
 noncommittal, unparseable_verdicts), the number of judge calls, and the trace's sampling reason and inclusion
 probability (its weight is 1 / inclusion_probability). A store that lacks them drops them at its adapter
-(judges/store_adapter.py), counted, instead of failing the insert.
+(ragmon/agent/judge_store.py), counted, instead of failing the insert.
 
 Rows are plain JSON values (times as integer unix nanoseconds), because they wait in the queue file before they
 reach the store, and a re-sent row must be byte-identical to the first send.
@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from judges.queue import Lease
-from judges.types import MetricResult, Status
+from ragmon.judges.queue import Lease
+from ragmon.judges.types import MetricResult, Status
 
 # Keys beyond the v1 scores table (and claim fields beyond its (claim, verdict, reason) tuple): schema v3 added them,
 # and v4 the context source.

@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from judges import alignment, lexical, text
+from ragmon.judges import alignment, lexical, text
 
 SentenceEmbedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 

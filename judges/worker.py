@@ -29,14 +29,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry.trace import Tracer
-
-from judges import evaluation_records
-from judges.llm_judge import current_feature
-from judges.metrics import AnswerRelevance, ContextPrecision, ContextRelevance, Faithfulness
-from judges.protocol import Judge
-from judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, Recorded, Recording
-from judges.score_rows import score_row, status_rows, summary_status
-from judges.types import MetricResult, RagSample, Status
+from ragmon.judges import evaluation_records
+from ragmon.judges.llm_judge import current_feature
+from ragmon.judges.metrics import AnswerRelevance, ContextPrecision, ContextRelevance, Faithfulness
+from ragmon.judges.protocol import Judge
+from ragmon.judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, Recorded, Recording
+from ragmon.judges.score_rows import score_row, status_rows, summary_status
+from ragmon.judges.types import MetricResult, RagSample, Status
 
 log = logging.getLogger("ragmon.judges")
 
@@ -57,7 +56,7 @@ class PayloadSource(Protocol):
 
 
 class ScoreSink(Protocol):
-    """Writes score rows (dicts shaped like sinks.schema.SCORE_COLUMNS). Raising means nothing was written for
+    """Writes score rows (dicts shaped like ragmon.sinks.schema.SCORE_COLUMNS). Raising means nothing was written for
     sure; the rows are sent again later, identical, so a sink should deduplicate identical re-sends."""
 
     def write(self, rows: list[dict[str, Any]]) -> None: ...

@@ -6,8 +6,8 @@ store.report(since_s=3600, feature="support")       # from the per-minute rollup
 store.query("SELECT count() FROM ragmon.spans", tenant="acme")   # read-only helper
 """
 
-from sinks.errors import QueryRejected, StoreError
-from sinks.schema import Retention, Topology
-from sinks.store import Store, batch_token, open_store
+from ragmon.sinks.errors import QueryRejected, StoreError
+from ragmon.sinks.schema import Retention, Topology
+from ragmon.sinks.store import Store, batch_token, open_store
 
 __all__ = ["QueryRejected", "Retention", "Store", "StoreError", "Topology", "batch_token", "open_store"]

@@ -94,12 +94,13 @@ def to_ipc_stream(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def to_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Rows as dicts; Map columns become dicts (Arrow gives them as lists of pairs)."""
-    rows = table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
     map_columns = [f.name for f in table.schema if pa.types.is_map(f.type)]
     for row in rows:
         for name in map_columns:

@@ -3,7 +3,7 @@
 chDB 4.x hosts one engine per process, bound to one path; any number of connections to that path may coexist,
 each with its own session settings, and queries on different connections run at the same time. We keep four: two
 writers for bulk inserts (one INSERT runs its parsing and normalising views on one core: the store sends a large
-batch as two inserts at once, see `sinks.store.Store.insert_otlp`), one for other statements (so the sampler's
+batch as two inserts at once, see `ragmon.sinks.store.Store.insert_otlp`), one for other statements (so the sampler's
 payload copies never wait behind an insert), and a reader opened with `readonly=2` so the `ragmon query` helper
 cannot write even if the parse-level guard were bypassed. All start with
 `log_queries=0` (chDB's only log table, `system.user_query_log`, lives in memory and would otherwise grow) and
@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-from sinks.arrow import to_ipc_stream
-from sinks.backend import Params, Settings, escape_param, settings_clause
-from sinks.errors import StoreError, classify
+from ragmon.sinks.arrow import to_ipc_stream
+from ragmon.sinks.backend import Params, Settings, escape_param, settings_clause
+from ragmon.sinks.errors import StoreError, classify
 
 _SESSION = "log_queries=0&async_insert=0"
 WRITERS = 2  # connections for inserts: how many run at the same time
@@ -95,7 +94,7 @@ class ChdbBackend:
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         columns = ", ".join(f"`{name}`" for name in data.column_names)
         self._send(f"INSERT INTO {table} ({columns}){settings_clause(settings)}", "ArrowStream", to_ipc_stream(data))
-        return data.num_rows
+        return int(data.num_rows)
 
     def insert_raw(self, table: str, fmt: str, data: bytes, settings: Settings | None = None) -> None:
         self._send(f"INSERT INTO {table}{settings_clause(settings)}", fmt, data)

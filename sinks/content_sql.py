@@ -1,9 +1,9 @@
 """The content model: what a span's captured text says, in every dialect, as SQL over its `span_content` row.
 
-The payload copy (`sinks.sampler_sql.copy_payloads_sql`) turns the captured text of a kept trace into the judge's
+The payload copy (`ragmon.sinks.sampler_sql.copy_payloads_sql`) turns the captured text of a kept trace into the judge's
 inputs — question, answer, passages, the generate call's prompt messages, tool calls. Apps write that text under
 their instrumentation's names, so each role is read from every dialect, highest precedence first, as the numeric
-fields are (`collectors.sql_dialects`): ragmon's own names > OTel GenAI (current and legacy) > OpenInference >
+fields are (`ragmon.collectors.sql_dialects`): ragmon's own names > OTel GenAI (current and legacy) > OpenInference >
 OpenLLMetry / Traceloop.
 
 Two kinds of expression over `c`, the SQL of a span's content map. The `has_*` tests (key lookups and prefix
@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from collectors.sql_values import quote
+from ragmon.collectors.sql_values import quote
+
 from ragmon import attributes as A
 
 __all__ = [

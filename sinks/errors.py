@@ -55,7 +55,7 @@ class QueryRejected(StoreError):
 
 
 class PartlyStored(StoreError):
-    """A batch sent as several INSERTs at once (`sinks.store.Store.insert_otlp`) stored some of them.
+    """A batch sent as several INSERTs at once (`ragmon.sinks.store.Store.insert_otlp`) stored some of them.
 
     `unstored` are the (start, stop) index ranges of the envelopes whose INSERT failed. Re-sending the whole batch
     is safe (each stored part's deduplication token drops its repeat); storing requests one by one after a

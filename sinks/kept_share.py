@@ -1,6 +1,6 @@
 """The tail sampler's kept share by reason over a window, from the per-minute decision counts (`sampling_1m`).
 
-Plain SQL text with its values inlined (quoted), like `sinks.quality`, so `ragmon report` can send it through the
+Plain SQL text with its values inlined (quoted), like `ragmon.sinks.quality`, so `ragmon report` can send it through the
 read-only query path — to a running agent's API as well — where the tenant filter applies as for any query.
 """
 
@@ -10,9 +10,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sinks.backend import quote_string
-from sinks.schema import SAMPLING_TABLE
-from sinks.traffic import PRODUCTION, Traffic
+from ragmon.sinks.backend import quote_string
+from ragmon.sinks.schema import SAMPLING_TABLE
+from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 
 def kept_share_sql(

@@ -19,7 +19,7 @@ Where the engine finds the Protobuf schema (`format_schema` is resolved by the s
   endpoint works the same way;
 - an older server reads schemas only from its `format_schema_path` (`/var/lib/clickhouse/format_schemas/` by
   default): the deployment must copy `schema_file_name(...)` there (the agent logs the name; `ragmon` ships the
-  file's text as `collectors.otlp_sql.PROTO_SCHEMA`). The INSERT then names it relative to that directory.
+  file's text as `ragmon.collectors.otlp_sql.PROTO_SCHEMA`). The INSERT then names it relative to that directory.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.schema import (
+from ragmon.sinks.schema import (
     CONTENT_TABLE,
     OTLP_CONTENT_VIEW,
     OTLP_NORMALISE_VIEW,

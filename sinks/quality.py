@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sinks.backend import quote_string
-from sinks.traffic import PRODUCTION, Traffic
+from ragmon.sinks.backend import quote_string
+from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 Z_95 = 1.959963984540054
 
@@ -37,7 +37,7 @@ def quality_sql(
     payloads_table: str = "payloads",
 ) -> str:
     """One row of sums per (feature, day, metric, judge version) over scores in [start_s, end_s) of `traffic`
-    (production unless asked; an eval run's scores are found through its payloads: `sinks.traffic`)."""
+    (production unless asked; an eval run's scores are found through its payloads: `ragmon.sinks.traffic`)."""
     ok = "status = 'ok' AND value IS NOT NULL"
     weighted = f"{ok} AND ifNull(inclusion_probability, 0) > 0"
     p = "assumeNotNull(inclusion_probability)"

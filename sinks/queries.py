@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sinks.backend import quote_string
-from sinks.schema import (
+from ragmon.sinks.backend import quote_string
+from ragmon.sinks.schema import (
     DURATION_LEVELS,
     DURATION_STATE,
     HOUR_ROLLUP_TABLE,
@@ -22,7 +22,7 @@ from sinks.schema import (
     Ddl,
     Topology,
 )
-from sinks.traffic import PRODUCTION, Traffic
+from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 _MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 _MERGE_TTFT = TTFT_STATE.replace("(", "Merge(", 1)
@@ -48,7 +48,7 @@ def report_sql(
     traffic: Traffic = PRODUCTION,
 ) -> tuple[str, dict[str, Any]]:
     """Per (feature, stage) and per (feature, stage, model) over whole minutes in [start_s, end_s], of `traffic`
-    (production unless asked: `sinks.traffic`)."""
+    (production unless asked: `ragmon.sinks.traffic`)."""
     first_hour, end_hour = full_hours(int(start_s), int(end_s))
     params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s), "h0": first_hour, "h1": end_hour}
     filters = [traffic.condition(params=params)]

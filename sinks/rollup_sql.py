@@ -34,8 +34,9 @@ same ranges beside it: 2.1 against 0.45 µs per span in 40k-span ranges); one ra
 
 from __future__ import annotations
 
+from ragmon.sinks.schema import DURATION_STATE, ROLLUP_COLUMNS, ROLLUP_TABLE, TTFT_STATE, Ddl
+
 from ragmon.model import STAGES
-from sinks.schema import DURATION_STATE, ROLLUP_COLUMNS, ROLLUP_TABLE, TTFT_STATE, Ddl
 
 MAX_WALKED_SPANS = 4096
 

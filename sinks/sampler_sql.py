@@ -8,9 +8,10 @@ Duplicated spans (a re-send that was not the same batch) are collapsed with `LIM
 
 from __future__ import annotations
 
+from ragmon.sinks import content_sql as C
+from ragmon.sinks.schema import CONTENT_TABLE, DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl
+
 from ragmon.model import STAGES
-from sinks import content_sql as C
-from sinks.schema import CONTENT_TABLE, DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl
 
 _ROOT = "parent_span_id = ''"
 

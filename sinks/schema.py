@@ -49,7 +49,7 @@ inserted span) and `spans_1h` (per hour, fed from `spans_1m` by merging its stat
 hundred rows per insert). The figures below for "the rollups" on the insert path were measured with v1's view.
 The report reads whole hours from `spans_1h` and the edge minutes from `spans_1m` (`queries.py`). Both are ordered
 time first (`ROLLUP_ORDER`). From v7 their key ends in `eval_run` (a `ragmon eval run`'s name, '' for production), so
-an eval run's minutes never merge into production's and every production view filters on it (`sinks.traffic`).
+an eval run's minutes never merge into production's and every production view filters on it (`ragmon.sinks.traffic`).
 Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
 
 - report over 10M spans / 24 h (load average 2.5–3.0): report(24 h) 159 ms as filled, 64 ms once background merges
@@ -67,7 +67,7 @@ Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py
   because the sorting key ends in (trace_id, span_id)): 1M spans 9.5 s with it, 1.5 s without; inserts now send
   `optimize_on_insert = 0` (`store.py`). `store.insert_spans` went from ~40k to ~148k spans/s.
 - the OTLP path (`otlp_ingest.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
-  `spans` view +11 µs and the `span_content` view +7 µs with `collectors.sql_normalise` (its version of
+  `spans` view +11 µs and the `span_content` view +7 µs with `ragmon.collectors.sql_normalise` (its version of
   2026-12-01 02:05; an hour earlier +33 and +16 µs); the rollups +3 µs: 24.5 µs, ≈ 41k spans/s per core, 33–45k
   spans/s wall. The views' cost is their SELECT, not the table writes (`spans` alone: 1.8–3.4 µs, above), so
   150k spans/s end to end needs the normalising SQL near 3 µs a span, or inserts on both cores.
@@ -77,8 +77,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragmon.sinks.backend import quote_string
+
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
-from sinks.backend import quote_string
 
 SCHEMA_VERSION = 7
 
@@ -257,7 +258,7 @@ SHARDING_KEYS: dict[str, str] = {
 
 # Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
 # listed too: a SELECT from a view reads its target table under the view's name.
-OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (sinks.otlp_ingest)
+OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (ragmon.sinks.otlp_ingest)
 OTLP_SPANS_VIEW = "otlp_spans_mv"
 OTLP_CONTENT_VIEW = "otlp_content_mv"
 TENANT_TABLES = (

@@ -1,6 +1,6 @@
 """The tables users query, documented from the schema source itself, so the documentation cannot drift.
 
-Names and types come from the column lists the DDL is generated from (`ragmon.model`, `sinks.schema`); a column's
+Names and types come from the column lists the DDL is generated from (`ragmon.model`, `ragmon.sinks.schema`); a column's
 note is the comment on its line in that source. `ragmon schema` prints it; the README's "Tables" section is its
 Markdown form, and a test fails when the two differ (regenerate with `ragmon schema --markdown`).
 """
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ragmon.sinks import schema
+from ragmon.sinks.errors import QueryRejected
+
 from ragmon import model
-from sinks import schema
-from sinks.errors import QueryRejected
 
 # ("name", "Type"),  # note   — one column per line, as the column lists are written
 _COLUMN_LINE = re.compile(r'^\s*\("(?P<name>\w+)",\s*"[^"]*"\),\s*#\s*(?P<note>.+?)\s*$')

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-
-from sinks.backend import Params, Settings
-from sinks.errors import StoreError, classify
+from ragmon.sinks.backend import Params, Settings
+from ragmon.sinks.errors import StoreError, classify
 
 
 def _map_error(exc: Exception) -> StoreError:
@@ -71,7 +70,7 @@ class ClickHouseServerBackend:
             self._client.insert_arrow(table, data, settings=dict(settings or {}))
         except Exception as exc:
             raise _map_error(exc) from exc
-        return data.num_rows
+        return int(data.num_rows)
 
     def insert_raw(self, table: str, fmt: str, data: bytes, settings: Settings | None = None) -> None:
         self._check_open()

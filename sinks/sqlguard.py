@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sinks.errors import QueryRejected, StoreError
+from ragmon.sinks.errors import QueryRejected, StoreError
 
 ALLOWED_TABLE_FUNCTIONS = frozenset({"numbers", "numbers_mt", "zeros", "zeros_mt", "generateSeries", "values", "null"})
 FORBIDDEN_FUNCTIONS = frozenset({"file", "url", "s3", "remote", "remoteSecure", "executable", "input", "getSetting"})

@@ -29,16 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-
-from ragmon.model import SPAN_COLUMNS, SpanBatch
-from sinks import otlp_ingest
-from sinks.arrow import to_rows, to_table
-from sinks.backend import Backend
-from sinks.errors import PartlyStored, StoreError
-from sinks.quality import assemble_quality, quality_sql
-from sinks.queries import assemble_report, report_sql, tenant_filter_settings
-from sinks.rollup_sql import rollup_sql
-from sinks.sampler_sql import (
+from ragmon.sinks import otlp_ingest
+from ragmon.sinks.arrow import to_rows, to_table
+from ragmon.sinks.backend import Backend, Settings
+from ragmon.sinks.errors import PartlyStored, StoreError
+from ragmon.sinks.quality import assemble_quality, quality_sql
+from ragmon.sinks.queries import assemble_report, report_sql, tenant_filter_settings
+from ragmon.sinks.rollup_sql import rollup_sql
+from ragmon.sinks.sampler_sql import (
     copy_payloads_sql,
     kept_count_sql,
     payloads_for_judging_sql,
@@ -47,7 +45,7 @@ from sinks.sampler_sql import (
     trace_fragments_sql,
     unjudged_payloads_sql,
 )
-from sinks.schema import (
+from ragmon.sinks.schema import (
     ALERT_COLUMNS,
     PAYLOAD_COLUMNS,
     SAMPLING_COLUMNS,
@@ -64,9 +62,11 @@ from sinks.schema import (
     retention_statement,
     ttl_expression,
 )
-from sinks.schema_doc import described_with_notes
-from sinks.sqlguard import metadata_select, normalise_and_check
-from sinks.traffic import PRODUCTION, Traffic
+from ragmon.sinks.schema_doc import described_with_notes
+from ragmon.sinks.sqlguard import metadata_select, normalise_and_check
+from ragmon.sinks.traffic import PRODUCTION, Traffic
+
+from ragmon.model import SPAN_COLUMNS, SpanBatch
 
 INSERT_SETTINGS: dict[str, int] = {
     "async_insert": 0,
@@ -106,7 +106,7 @@ def split_envelopes(envelopes: Sequence[bytes], parts: int, min_part_bytes: int)
 
 
 def _json(values: Any) -> str:
-    """A JSON text parameter (why not ``Array`` parameters: `sinks.sampler_sql.copy_payloads_sql`)."""
+    """A JSON text parameter (why not ``Array`` parameters: `ragmon.sinks.sampler_sql.copy_payloads_sql`)."""
     return json.dumps(values, ensure_ascii=False)
 
 
@@ -191,12 +191,12 @@ class Store:
         for migration in migrations(self.topology, self.retention):
             if migration.version in applied:
                 continue
-            for statement in migration.statements:
-                if isinstance(statement, Step):
-                    if not self.backend.select(statement.only_if).column(0)[0].as_py():
+            for step in migration.statements:
+                if isinstance(step, Step):
+                    if not self.backend.select(step.only_if).column(0)[0].as_py():
                         continue
-                    statement = statement.sql
-                self.backend.execute(statement)
+                    step = step.sql
+                self.backend.execute(step)
             self.backend.execute(
                 f"INSERT INTO {ledger} (version, description) VALUES ({{v:UInt32}}, {{d:String}})",
                 {"v": migration.version, "d": migration.description},
@@ -341,7 +341,7 @@ class Store:
 
     def _insert_envelopes(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
         assert self._otlp_settings is not None
-        settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token, **self._otlp_settings}
+        settings: Settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token, **self._otlp_settings}
         self.backend.insert_raw(self.otlp_input_table, "Protobuf", otlp_ingest.frame(envelopes), settings)
 
     # --- the sampler's queries --------------------------------------------------------------------------
@@ -370,7 +370,11 @@ class Store:
         whole: the agent does it when the sampler has decided them; a re-run with the same token is dropped."""
         token = dedup_token or f"rollup:{int(seq_from)}-{int(seq_to)}"
         # a trace is whole on one shard: the subquery that finds the range's traces runs shard by shard
-        settings = {**INSERT_SETTINGS, "insert_deduplication_token": token, "distributed_product_mode": "local"}
+        settings: Settings = {
+            **INSERT_SETTINGS,
+            "insert_deduplication_token": token,
+            "distributed_product_mode": "local",
+        }
         params = {"seq_from": int(seq_from), "seq_to": int(seq_to), "context_to": context_to or 2**64 - 1}
         self.backend.execute(rollup_sql(self._ddl), params, settings)
 
@@ -478,7 +482,7 @@ class Store:
         traffic: Traffic = PRODUCTION,
     ) -> list[dict[str, Any]]:
         """Judged quality per (feature, day, metric, judge version) over the last `since_s` seconds: over the kept
-        traces and weighted back to all traffic, with 95 % intervals (`sinks.quality`)."""
+        traces and weighted back to all traffic, with 95 % intervals (`ragmon.sinks.quality`)."""
         end_s = int(time.time() if now_s is None else now_s)
         settings = tenant_filter_settings(self.topology, tenant) if tenant is not None else None
         sql = quality_sql(
@@ -549,11 +553,11 @@ def open_store(
         cluster = cluster or (agent.clickhouse_cluster if agent.clickhouse_url else None)
     backend: Backend
     if isinstance(target, str) and target.startswith(("http://", "https://", "clickhouse://", "clickhouses://")):
-        from sinks.server_backend import ClickHouseServerBackend
+        from ragmon.sinks.server_backend import ClickHouseServerBackend
 
         backend = ClickHouseServerBackend(target)
     else:
-        from sinks.chdb_backend import ChdbBackend
+        from ragmon.sinks.chdb_backend import ChdbBackend
 
         backend = ChdbBackend(Path(target), max_server_memory_bytes=engine_memory_bytes)
     store = Store(backend, Topology(database=database, cluster=cluster), retention)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sinks.backend import quote_string
+from ragmon.sinks.backend import quote_string
 
 COLUMN = "eval_run"
 

@@ -71,9 +71,7 @@ def test_a_taken_port_names_its_flag_and_leaves_no_data_dir_behind(tmp_path: Pat
         taken.listen()
         port = taken.getsockname()[1]
         data_dir = tmp_path / "new"
-        run = _ragmon(
-            "serve", "--data-dir", str(data_dir), "--otlp-http", f"127.0.0.1:{port}", "--api", "127.0.0.1:0"
-        )
+        run = _ragmon("serve", "--data-dir", str(data_dir), "--otlp-http", f"127.0.0.1:{port}", "--api", "127.0.0.1:0")
     assert run.returncode == 2
     assert f"ragmon serve: --otlp-http 127.0.0.1:{port} is already in use" in run.stderr
     assert "Errno" not in run.stderr

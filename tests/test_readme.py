@@ -51,7 +51,7 @@ def test_readme_sampling_config_is_valid(tmp_path: Path) -> None:
 def test_the_readme_tables_section_is_the_schema() -> None:
     """The README lists every table and column users query exactly as `ragmon schema --markdown` renders them
     from the schema source; after a schema change, regenerate the section with that command."""
-    from sinks.schema_doc import render_markdown
+    from ragmon.sinks.schema_doc import render_markdown
 
     section = README.split("<!-- schema:start -->\n", 1)[1].split("<!-- schema:end -->", 1)[0]
     assert section == render_markdown()

@@ -7,11 +7,11 @@ Definitions follow Ragas (faithfulness, answer relevancy, context precision and 
 
 from __future__ import annotations
 
-from judges.metrics.answer_relevance import AnswerRelevance
-from judges.metrics.context_precision import ContextPrecision
-from judges.metrics.context_recall import ContextRecall
-from judges.metrics.context_relevance import ContextRelevance
-from judges.metrics.faithfulness import Faithfulness
+from ragmon.judges.metrics.answer_relevance import AnswerRelevance
+from ragmon.judges.metrics.context_precision import ContextPrecision
+from ragmon.judges.metrics.context_recall import ContextRecall
+from ragmon.judges.metrics.context_relevance import ContextRelevance
+from ragmon.judges.metrics.faithfulness import Faithfulness
 
 METRICS = {m.name: m for m in (Faithfulness, AnswerRelevance, ContextPrecision, ContextRelevance, ContextRecall)}
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic import BaseModel
-
-from judges.types import ClaimVerdict, MetricResult, Status, Usage, Verdict
+from ragmon.judges.types import ClaimVerdict, MetricResult, Status, Usage, Verdict
 
 
 class IndexedVerdict(BaseModel):

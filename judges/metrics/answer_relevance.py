@@ -9,11 +9,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
-
-from judges.metrics._common import result
-from judges.prompts import Example, Prompt
-from judges.protocol import Embedder, StructuredLLM
-from judges.types import MetricResult, RagSample, Status
+from ragmon.judges.metrics._common import result
+from ragmon.judges.prompts import Example, Prompt
+from ragmon.judges.protocol import Embedder, StructuredLLM
+from ragmon.judges.types import MetricResult, RagSample, Status
 
 PROMPT_VERSION = "answer-relevance-v1"
 QUESTIONS_PER_ANSWER = 3

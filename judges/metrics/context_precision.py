@@ -11,10 +11,10 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-from judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
-from judges.prompts import Example, Prompt
-from judges.protocol import StructuredLLM
-from judges.types import MetricResult, RagSample, Status
+from ragmon.judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
+from ragmon.judges.prompts import Example, Prompt
+from ragmon.judges.protocol import StructuredLLM
+from ragmon.judges.types import MetricResult, RagSample, Status
 
 PROMPT_VERSION = "context-precision-v1"
 

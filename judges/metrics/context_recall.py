@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from judges import text
-from judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
-from judges.prompts import Example, Prompt
-from judges.protocol import StructuredLLM
-from judges.types import MetricResult, RagSample, Status
+from ragmon.judges import text
+from ragmon.judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
+from ragmon.judges.prompts import Example, Prompt
+from ragmon.judges.protocol import StructuredLLM
+from ragmon.judges.types import MetricResult, RagSample, Status
 
 PROMPT_VERSION = "context-recall-v1"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from judges.metrics._common import IndexedVerdict, IndexedVerdicts, result, unparseable_flags
-from judges.prompts import Example, Prompt
-from judges.protocol import StructuredLLM
-from judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
+from ragmon.judges.metrics._common import IndexedVerdict, IndexedVerdicts, result, unparseable_flags
+from ragmon.judges.prompts import Example, Prompt
+from ragmon.judges.protocol import StructuredLLM
+from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
 
 PROMPT_VERSION = "context-relevance-v1"
 GRADES = {"relevant": 1.0, "partly_relevant": 0.5, "irrelevant": 0.0}

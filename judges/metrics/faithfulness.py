@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
-
-from judges import text
-from judges.metrics._common import unparseable_flags
-from judges.prompts import Example, Prompt
-from judges.protocol import StructuredLLM
-from judges.types import ClaimVerdict, MetricResult, RagSample, Status, Usage, Verdict
+from ragmon.judges import text
+from ragmon.judges.metrics._common import unparseable_flags
+from ragmon.judges.prompts import Example, Prompt
+from ragmon.judges.protocol import StructuredLLM
+from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, Usage, Verdict
 
 PROMPT_VERSION = "faithfulness-v1"
 

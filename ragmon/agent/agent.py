@@ -21,19 +21,6 @@ from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
-from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
-from collectors.auth import ApiKeyAuth
-from collectors.memory_guard import MemoryGuard
-from collectors.otlp_sql import (
-    INPUT_COLUMNS,
-    PROTO_MESSAGE,
-    PROTO_SCHEMA,
-    content_select,
-    normalise_select,
-    spans_select,
-)
-from collectors.sql_redaction import Redaction
-from collectors.wal import WriteAheadLog
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
 from ragmon.agent.dashboard import create_dashboard
@@ -46,10 +33,23 @@ from ragmon.agent.ports import check_ports_free
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.writer import StoreWriter
+from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.collectors.memory_guard import MemoryGuard
+from ragmon.collectors.otlp_sql import (
+    INPUT_COLUMNS,
+    PROTO_MESSAGE,
+    PROTO_SCHEMA,
+    content_select,
+    normalise_select,
+    spans_select,
+)
+from ragmon.collectors.sql_redaction import Redaction
+from ragmon.collectors.wal import WriteAheadLog
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
-from sinks import Store, open_store
-from sinks.traffic import PRODUCTION, Traffic
+from ragmon.sinks import Store, open_store
+from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 log = logging.getLogger("ragmon.agent")
 

@@ -4,7 +4,7 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
     GET  /health                                  {"status": "ok"}
     GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`);
          [&traffic=evaluation | &eval_run=NAME]   production traffic unless asked for every eval run's, or one
-                                                  (`sinks.traffic`)
+                                                  (`ragmon.sinks.traffic`)
     POST /api/query   {"sql": "SELECT …"[, "max_rows": N]}
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows
@@ -27,9 +27,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from collectors.auth import ApiKeyAuth
-from sinks.errors import QueryRejected, StoreError
-from sinks.traffic import Traffic
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.sinks.errors import QueryRejected, StoreError
+from ragmon.sinks.traffic import Traffic
 
 if TYPE_CHECKING:
     from ragmon.agent.dashboard import Dashboard, Response

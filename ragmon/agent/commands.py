@@ -143,7 +143,7 @@ def serve(args: argparse.Namespace) -> int:
 
 # -- report ------------------------------------------------------------------------------------------------------
 def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
-    """--eval-run NAME / --eval: which traffic a command reads (production by default; `sinks.traffic`)."""
+    """--eval-run NAME / --eval: which traffic a command reads (production by default; `ragmon.sinks.traffic`)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--eval-run", metavar="NAME", help="only the traffic of this `ragmon eval run` (default: production only)"
@@ -152,8 +152,8 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def traffic_of(args: argparse.Namespace) -> Any:
-    """The `sinks.traffic.Traffic` that --eval-run / --eval ask for; raises CommandError for an empty name."""
-    from sinks.traffic import Traffic
+    """The `ragmon.sinks.traffic.Traffic` that --eval-run / --eval ask for; raises CommandError for an empty name."""
+    from ragmon.sinks.traffic import Traffic
 
     try:
         return Traffic.of(eval_run=getattr(args, "eval_run", None), evaluation=getattr(args, "eval", False))
@@ -195,7 +195,7 @@ def report(args: argparse.Namespace) -> int:
         }
         print(json.dumps(document, default=str))
         return 0
-    from sinks.kept_share import format_kept_share
+    from ragmon.sinks.kept_share import format_kept_share
 
     # Say which traffic this is: evaluation runs are kept out of production figures, and how to see them.
     aside = "; evaluation runs: --eval or --eval-run NAME" if traffic.is_production else ""
@@ -210,7 +210,7 @@ def _kept_share(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] 
     """What the tail sampler kept over the same window, by reason (read like the quality section)."""
     import time
 
-    from sinks.kept_share import kept_share_sql, summarise
+    from ragmon.sinks.kept_share import kept_share_sql, summarise
 
     end_s = int(time.time())
     sql = kept_share_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
@@ -225,7 +225,7 @@ def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any
     agent that cannot answer it (older schema, no scores table) costs this section, never the report."""
     import time
 
-    from sinks.quality import assemble_quality, quality_sql
+    from ragmon.sinks.quality import assemble_quality, quality_sql
 
     end_s = int(time.time())
     sql = quality_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
@@ -340,7 +340,7 @@ def add_schema_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def schema(args: argparse.Namespace) -> int:
-    from sinks.schema_doc import render_markdown, render_text
+    from ragmon.sinks.schema_doc import render_markdown, render_text
 
     print(render_markdown() if args.markdown else render_text(), end="")
     return 0
@@ -424,8 +424,8 @@ def _read(args: argparse.Namespace, what: str, **params: Any) -> list[dict[str, 
 
 
 def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    from sinks import open_store
-    from sinks.errors import StoreError
+    from ragmon.sinks import open_store
+    from ragmon.sinks.errors import StoreError
 
     try:
         store = open_store(settings.agent.clickhouse_url or Path(settings.agent.data_dir) / "chdb")

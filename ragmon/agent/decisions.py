@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ragmon.agent.sampling import DecidedTrace, Decision
-from sinks.errors import StoreError
+from ragmon.sinks.errors import StoreError
 
 log = logging.getLogger("ragmon.agent")
 

@@ -29,10 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from judges.queue import JudgeQueue, Kept
-from judges.registry import judge_version, make_judge
-from judges.store_adapter import StorePayloadSource, StoreScoreSink
-from judges.worker import JudgeWorker, WorkerConfig
+from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
+from ragmon.judges.queue import JudgeQueue, Kept
+from ragmon.judges.registry import judge_version, make_judge
+from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.settings import JudgeSettings
 
 log = logging.getLogger("ragmon.agent")

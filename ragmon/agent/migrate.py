@@ -1,6 +1,6 @@
 """`ragmon migrate`: print or apply the store's schema for a single node or a named ClickHouse cluster.
 
-The statements come from the one schema source (`sinks.schema.migrations` for a `Topology`), so the cluster DDL
+The statements come from the one schema source (`ragmon.sinks.schema.migrations` for a `Topology`), so the cluster DDL
 and the embedded store's DDL can never drift apart. With `--cluster NAME` every statement runs `ON CLUSTER NAME`:
 each data table is a `Replicated*MergeTree` `<table>_local` on every shard, under a `Distributed` table of the
 plain name sharded by `cityHash64(trace_id)`, and the rollup views are attached to the local tables (the layout is
@@ -34,7 +34,7 @@ def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def schema_sql(cluster: str | None, database: str = "ragmon") -> list[str]:
     """Every statement a fresh store runs, in order, as SQL text (guarded steps carry their guard as a comment)."""
-    from sinks.schema import Retention, Step, Topology, bootstrap_statements, migrations
+    from ragmon.sinks.schema import Retention, Step, Topology, bootstrap_statements, migrations
 
     topology = Topology(database=database, cluster=cluster)
     out = list(bootstrap_statements(topology))
@@ -49,17 +49,17 @@ def schema_sql(cluster: str | None, database: str = "ragmon") -> list[str]:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from sinks.schema import Topology
-    from sinks.store import Store
+    from ragmon.sinks.schema import Topology
+    from ragmon.sinks.store import Store
 
     topology = Topology(database=args.database, cluster=args.cluster)
     backend: Any
     if args.clickhouse_url:
-        from sinks.server_backend import ClickHouseServerBackend
+        from ragmon.sinks.server_backend import ClickHouseServerBackend
 
         backend = ClickHouseServerBackend(args.clickhouse_url)
     else:
-        from sinks.chdb_backend import ChdbBackend
+        from ragmon.sinks.chdb_backend import ChdbBackend
 
         # The agent's layout: the embedded engine lives in <data-dir>/chdb.
         backend = ChdbBackend(Path(args.data_dir) / "chdb")
@@ -77,7 +77,7 @@ def migrate(args: argparse.Namespace) -> int:
     if args.cluster and not args.clickhouse_url:
         print("ragmon migrate: --cluster needs --clickhouse-url (the embedded store is one node)", file=sys.stderr)
         return 2
-    from sinks.errors import StoreError
+    from ragmon.sinks.errors import StoreError
 
     try:
         store = _open(args)

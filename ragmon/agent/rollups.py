@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from collectors.wal import Cursor, Position
 from ragmon.agent.intake import IngestSeq
+from ragmon.collectors.wal import Cursor, Position
 
 
 class RollupStore(Protocol):

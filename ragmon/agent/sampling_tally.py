@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ragmon.agent.sampling import DecidedTrace, Decision
-from sinks.errors import StoreError
+from ragmon.sinks.errors import StoreError
 
 log = logging.getLogger("ragmon.agent")
 

@@ -33,13 +33,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from collectors.otlp_sql import seal
-from collectors.wal import Cursor, Position, WriteAheadLog
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.rollups import Rollups
 from ragmon.agent.sampling import DecidedTrace, Sampler
+from ragmon.collectors.otlp_sql import seal
+from ragmon.collectors.wal import Cursor, Position, WriteAheadLog
 from ragmon.retry import RetryPolicy
-from sinks.errors import PartlyStored, StoreError
+from ragmon.sinks.errors import PartlyStored, StoreError
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -100,7 +100,7 @@ def run_through_agent(
             print("\nreport (what `ragmon report` shows):", file=out)
             print(format_report(agent.store.report(window_s)), file=out)
         else:
-            from sinks.traffic import Traffic
+            from ragmon.sinks.traffic import Traffic
 
             print(f"\nreport (what `ragmon report --eval-run {eval_run}` shows):", file=out)
             print(format_report(agent.store.report(window_s, traffic=Traffic.of(eval_run=eval_run))), file=out)
@@ -140,7 +140,7 @@ def _print_kept(agent: Any, out: TextIO) -> None:
     """What the sampler decided in this run (its own counts: the data dir may hold earlier demo runs), in the
     words `ragmon report` uses."""
     from ragmon.agent.sampling import SamplerConfig
-    from sinks.kept_share import format_kept_share, summarise
+    from ragmon.sinks.kept_share import format_kept_share, summarise
 
     rows = []
     for key, n in agent.sampler.counts.items():

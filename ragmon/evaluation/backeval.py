@@ -5,7 +5,7 @@
 1. select the kept traces (`backeval_source`), drop those the run's journal already holds (`backeval_journal`);
 2. print the estimated judge cost (`backeval_cost`) and ask for confirmation unless ``--yes``;
 3. score the rest with ``concurrency`` traces in flight — the judge paces its own calls (the LLM judge's
-   requests-per-minute bucket, concurrency limit and budget, `judges.llm_judge`), so parallelism never exceeds
+   requests-per-minute bucket, concurrency limit and budget, `ragmon.judges.llm_judge`), so parallelism never exceeds
    its limits — journalling each trace as it finishes;
 4. write the results file (`ragmon.evaluation.gate_runs` format, one row per trace) and, when this process owns
    the store, the score rows under the run's name (``scores.run_name``).
@@ -52,7 +52,7 @@ class BackevalOutcome:
 
 
 def _lease(trace: KeptTrace, judge_version: str) -> Any:
-    from judges.queue import Lease
+    from ragmon.judges.queue import Lease
 
     # score_row takes the worker's lease for the trace's identity and sampling facts; there is no queue here.
     return Lease(
@@ -80,9 +80,9 @@ async def score_traces(
     progress: ProgressFn | None = None,
 ) -> BackevalOutcome:
     """Score the traces the journal lacks (journal opened by the caller). Returns what happened."""
-    from judges.llm_judge import current_feature
-    from judges.score_rows import score_row
-    from judges.types import MetricResult, RagSample, Status
+    from ragmon.judges.llm_judge import current_feature
+    from ragmon.judges.score_rows import score_row
+    from ragmon.judges.types import MetricResult, RagSample, Status
 
     if concurrency < 1:
         raise ValueError("concurrency must be ≥ 1")

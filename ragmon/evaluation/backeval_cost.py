@@ -1,7 +1,7 @@
 """What a back-evaluation will cost before it starts: judge tokens × the judge model's price.
 
 For the LLM judge each metric's calls are rendered with the trace's own text, using the metrics' own prompts
-(`judges.metrics`), so the estimate grows with long passages exactly as the bill does:
+(`ragmon.judges.metrics`), so the estimate grows with long passages exactly as the bill does:
 
 - faithfulness: claim extraction (question, answer) + verdicts (passages, claims ≈ the answer);
 - answer relevance: question generation (answer) + one embedding call (the question and ~3 generated ones);
@@ -54,7 +54,7 @@ def _message_bytes(messages: Sequence[Mapping[str, str]]) -> int:
 
 def _llm_calls(metric: str, trace: KeptTrace) -> tuple[list[int], int]:
     """(prompt bytes per chat call, embedding input bytes) of one metric on one trace."""
-    from judges.metrics import answer_relevance, context_precision, context_relevance, faithfulness
+    from ragmon.judges.metrics import answer_relevance, context_precision, context_relevance, faithfulness
 
     passages = list(trace.passages)
     if metric == "faithfulness":
@@ -77,7 +77,7 @@ def _llm_calls(metric: str, trace: KeptTrace) -> tuple[list[int], int]:
 
 
 def estimate_cost(traces: Iterable[KeptTrace], metrics: Sequence[str], judge: Any) -> CostEstimate:
-    """The estimate for ``judge`` (an `judges.llm_judge.LLMJudge`, the local judge, or another)."""
+    """The estimate for ``judge`` (an `ragmon.judges.llm_judge.LLMJudge`, the local judge, or another)."""
     chosen = list(traces)
     name = str(getattr(judge, "name", ""))
     if name == "local":

@@ -6,7 +6,8 @@ write its scores back, under the run's name); when an agent does, it asks the ag
 server URL is always opened directly.
 
 Selection: the ``payloads`` of kept traces that started within ``since_s`` (optionally one feature), of production
-traffic unless one evaluation run's traces are asked for (or every run's, ``evaluation``: `sinks.traffic`), oldest
+traffic unless one evaluation run's traces are asked for (or every run's, ``evaluation``: `ragmon.sinks.traffic`),
+oldest
 first, read in pages. Each trace's evaluation row id (``ragmon.eval.row_id``
 on its spans, set by ``ragmon eval run``) comes along, so a back-evaluation of an eval run's traces pairs with
 that run's results file in ``ragmon gate``.
@@ -64,7 +65,7 @@ class TraceSource(Protocol):
 
 
 def _quote(value: str) -> str:
-    from sinks.backend import quote_string
+    from ragmon.sinks.backend import quote_string
 
     return quote_string(value)
 
@@ -157,7 +158,7 @@ class StoreTraceSource:
     owns_store: bool = True
 
     def select(self, selection: Selection) -> list[KeptTrace]:
-        from sinks.errors import StoreError
+        from ragmon.sinks.errors import StoreError
 
         try:
             return select_with(lambda sql: list(self.store.query(sql)), selection)
@@ -212,8 +213,8 @@ class OpenedSource:
 
 def open_trace_source(data_dir: Path, clickhouse_url: str | None, api_key: str | None) -> OpenedSource:
     """The store when this process may open it, else the agent that owns ``data_dir`` (see the module docstring)."""
-    from sinks import open_store
-    from sinks.errors import StoreError
+    from ragmon.sinks import open_store
+    from ragmon.sinks.errors import StoreError
 
     if clickhouse_url:
         try:

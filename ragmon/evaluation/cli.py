@@ -454,11 +454,11 @@ def backeval(args: argparse.Namespace) -> int:
         settings = load_settings({"agent": overrides}, config_file=args.config)
     except (ValidationError, ValueError, OSError) as exc:
         return _error("backeval", str(exc))
-    from judges.worker import DEFAULT_METRICS
+    from ragmon.judges.worker import DEFAULT_METRICS
 
     judge_name = args.judge or settings.judge.backend
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) if args.metrics else DEFAULT_METRICS
-    from judges.metrics import METRICS
+    from ragmon.judges.metrics import METRICS
 
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
@@ -579,17 +579,17 @@ def backeval(args: argparse.Namespace) -> int:
 
 
 def _make_judge(name: str, settings: Any) -> Any:
-    from judges.registry import make_judge
+    from ragmon.judges.registry import make_judge
 
     return make_judge(name, settings.judge)
 
 
 def _cap_budget(judge: Any, remaining_usd: float | None) -> None:
-    """Give a budgeted judge (the LLM judge's hard cap, `judges.budget.Budget`) what is left of the run's budget;
+    """Give a budgeted judge (the LLM judge's hard cap, `ragmon.judges.budget.Budget`) what is left of the run's budget;
     the run also stops by itself once its journalled spend reaches the budget (judges without a cap)."""
     if remaining_usd is None or not hasattr(judge, "budget"):
         return
-    from judges.budget import Budget
+    from ragmon.judges.budget import Budget
 
     judge.budget = Budget(remaining_usd)
 
@@ -604,7 +604,7 @@ def _store_scores(store: Any, entries: list[Any]) -> str:
     """Write the run's score rows to the store when this process owns it (identical re-sends collapse)."""
     if store is None:
         return "scores not written to the store (a running agent owns it; they are in the results file)"
-    from judges.store_adapter import StoreScoreSink
+    from ragmon.agent.judge_store import StoreScoreSink
 
     rows = [row for entry in entries for row in entry.rows]
     sink = StoreScoreSink(store)

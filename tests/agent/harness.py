@@ -23,13 +23,14 @@ def free_port() -> int:
 
 
 class EngineServer:
-    """A ClickHouse HTTP endpoint over its own embedded engine (sinks/chhttp.py), in a child process: the store of
+    """A ClickHouse HTTP endpoint over its own embedded engine (tests/support/chhttp.py), in a child process: the
+    store of
     agents started with `--clickhouse-url`, as a ClickHouse server would be."""
 
     def __init__(self, data_dir: Path) -> None:
         port = free_port()
         script = (
-            "import threading; from sinks.chhttp import ClickHouseHttpServer; "
+            "import threading; from tests.support.chhttp import ClickHouseHttpServer; "
             f"ClickHouseHttpServer({str(data_dir)!r}, port={port}).start(); "
             "print('ready', flush=True); threading.Event().wait()"
         )

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.sinks import Store, open_store
+from ragmon.sinks.traffic import Traffic
 
 from ragmon.agent.alerting import AlertingService
 from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.drift.cli import collapse_alert_rows
 from ragmon.agent.drift.store_source import StoreSignalSource
-from sinks import Store, open_store
-from sinks.synth import make_batch
-from sinks.traffic import Traffic
+from tests.support.synth import make_batch
 
 BASELINE_MINUTES = 60
 SHIFT_MINUTES = 10

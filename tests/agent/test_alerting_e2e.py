@@ -15,8 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sinks.synth import encode_otlp_request
 from tests.agent.harness import REPO, AgentProcess
+from tests.support.synth import encode_otlp_request
 
 MINUTES = 75
 SHIFT_MINUTES = 10

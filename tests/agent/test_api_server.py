@@ -10,8 +10,8 @@ import struct
 import threading
 
 import pytest
+from ragmon.collectors.auth import ApiKeyAuth
 
-from collectors.auth import ApiKeyAuth
 from ragmon.agent.api import ApiServer
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragmon.sinks.errors import StoreError
+
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.sampling import DecidedTrace, Decision
-from sinks.errors import StoreError
 
 
 class RecordingStore:

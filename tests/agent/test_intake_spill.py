@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+from ragmon.collectors.wal import WriteAheadLog
+from ragmon.sinks.errors import PartlyStored, StoreError
 
-from collectors.wal import WriteAheadLog
 from ragmon.agent.intake import WalIntake
 from ragmon.agent.sampling import Sampler
 from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS
 from ragmon.agent.writer import StoreWriter
-from sinks.errors import PartlyStored, StoreError
 
 
 class RecordingStore:

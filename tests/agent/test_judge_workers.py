@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.judges.queue import ItemState, JudgeQueue, Kept
 
-from judges.queue import ItemState, JudgeQueue, Kept
 from ragmon.testing import ScriptedOpenAIServer
 from tests.agent.harness import REPO, AgentProcess, EngineServer
 from tests.agent.judge_traces import kept_traces, post, wait_until

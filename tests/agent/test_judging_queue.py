@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.judges.queue import JudgeQueue, Kept
+from ragmon.judges.registry import judge_version, make_judge
+from ragmon.sinks import Store, open_store
 
-from judges.queue import JudgeQueue, Kept
-from judges.registry import judge_version, make_judge
 from ragmon.agent.agent import Agent
 from ragmon.settings import JudgeSettings, load_settings
-from sinks import Store, open_store
 from tests.agent.judge_traces import kept_traces, post, wait_until
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from ragmon.sinks import open_store
 
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
-from sinks import open_store
 from tests.agent.test_agent_e2e import _encoded_requests
 from tests.agent.test_agent_faults import FlakyStore, _post, _stored, _wait_stored
 

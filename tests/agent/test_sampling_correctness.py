@@ -19,12 +19,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
+from ragmon.sinks import Store, open_store
+from ragmon.sinks.kept_share import kept_share_sql, summarise
 
 from ragmon._otlp import encode_spans
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
-from sinks import Store, open_store
-from sinks.kept_share import kept_share_sql, summarise
 
 TRACES = 3000
 BASELINE = 0.01

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ragmon.sinks.errors import StoreError
+
 from ragmon.agent.sampling import DecidedTrace, Decision
 from ragmon.agent.sampling_tally import SamplingTally
-from sinks.errors import StoreError
 
 
 class RecordingStore:

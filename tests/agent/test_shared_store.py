@@ -1,7 +1,7 @@
 """Several agents writing one ClickHouse database, as behind the load-balancing tier: each agent's sampler reads
 back only its own spans, because `ingest_seq` carries the agent's instance number in its top bits.
 
-The database is served over ClickHouse's HTTP protocol by `sinks.chhttp` (the embedded engine behind a real
+The database is served over ClickHouse's HTTP protocol by `tests.support.chhttp` (the embedded engine behind a real
 HTTP endpoint, in its own process), and the agents talk to it with clickhouse-connect, as they would to a server.
 The control case gives both agents the same instance number and shows what the instance number prevents: the
 second agent decides the first agent's traces again. (Its spans are still stored: batch deduplication tokens carry a
@@ -29,7 +29,7 @@ _DECISIONS = re.compile(r"^ragmon_sampler_decisions_total\{[^}]*\} (\S+)$", re.M
 
 
 def test_ingest_seq_ranges_of_instances_are_disjoint() -> None:
-    from collectors.wal import Position
+    from ragmon.collectors.wal import Position
 
     low, high = Position(1, 0), Position((1 << 24) - 1, (1 << 28) - 1)
     first, second = IngestSeq(0), IngestSeq(1)

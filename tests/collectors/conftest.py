@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from chdb import session as chdb_session
 from collector_fakes import API_KEYS, RecordingConsumer
+from ragmon.collectors import ApiKeyAuth, CollectorCounters, GrpcReceiver, HttpReceiver
 from sql_store import SqlStore
-
-from collectors import ApiKeyAuth, CollectorCounters, GrpcReceiver, HttpReceiver
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """A minimal store for the collectors' tests: the Null input table and the normalising materialized views in
-chDB, created exactly as the real store does (`collectors.otlp_sql`), one database per test.
+chDB, created exactly as the real store does (`ragmon.collectors.otlp_sql`), one database per test.
 
 chDB allows one session path per process, so the session is shared (see conftest) and isolation comes from
 separate databases.
@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from chdb import session as chdb_session
-
-from collectors.envelope import _varint
-from collectors.otlp_sql import (
+from ragmon.collectors.envelope import _varint
+from ragmon.collectors.otlp_sql import (
     INPUT_COLUMNS,
     PROTO_MESSAGE,
     PROTO_SCHEMA,
@@ -25,6 +24,7 @@ from collectors.otlp_sql import (
     seal,
     spans_select,
 )
+
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable
 

@@ -6,12 +6,11 @@ import gzip
 import zlib
 
 import pytest
+import ragmon.collectors
 from pydantic import SecretStr
-
-import collectors
-from collectors import ApiKeyAuth, CollectorCounters
-from collectors.decode import decompress, parse_json, parse_protobuf
-from collectors.errors import (
+from ragmon.collectors import ApiKeyAuth, CollectorCounters
+from ragmon.collectors.decode import decompress, parse_json, parse_protobuf
+from ragmon.collectors.errors import (
     CompressionError,
     DecodeError,
     JsonDecodeError,
@@ -73,6 +72,6 @@ def test_api_key_auth() -> None:
 
 
 def test_public_surface() -> None:
-    assert sorted(collectors.__all__) == sorted(set(collectors.__all__))
-    for name in collectors.__all__:
-        assert getattr(collectors, name) is not None
+    assert sorted(ragmon.collectors.__all__) == sorted(set(ragmon.collectors.__all__))
+    for name in ragmon.collectors.__all__:
+        assert getattr(ragmon.collectors, name) is not None

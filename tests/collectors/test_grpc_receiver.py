@@ -11,8 +11,7 @@ from collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_requ
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-
-from collectors import Backpressure, ConsumerUnavailable, GrpcReceiver
+from ragmon.collectors import Backpressure, ConsumerUnavailable, GrpcReceiver
 
 AUTH = (("authorization", f"Bearer {API_KEYS['acme']}"),)
 

@@ -17,8 +17,7 @@ from google.rpc import status_pb2
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-from collectors import Backpressure, CollectorCounters, ConsumerUnavailable, HttpReceiver
+from ragmon.collectors import Backpressure, CollectorCounters, ConsumerUnavailable, HttpReceiver
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
@@ -370,7 +369,7 @@ def test_a_64_mib_upload_gets_413_not_a_connection_error(consumer: RecordingCons
 
 
 def test_the_lingering_close_is_bounded(http_receiver: HttpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
-    from collectors import http_receiver as module
+    from ragmon.collectors import http_receiver as module
 
     monkeypatch.setattr(module, "_LINGER_QUIET_S", 0.3)
     monkeypatch.setattr(module, "_LINGER_MAX_BYTES", 1024 * 1024)

@@ -29,8 +29,8 @@ from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export import SpanExportResult
+from ragmon.collectors import CollectorCounters, HttpReceiver
 
-from collectors import CollectorCounters, HttpReceiver
 from tests.agent.harness import AgentProcess
 
 JS_DIR = Path(__file__).resolve().parent / "js"

@@ -3,7 +3,7 @@ requests again below the low-water mark, or whenever nothing waits for the store
 
 from __future__ import annotations
 
-from collectors.memory_guard import MemoryGuard, read_rss_bytes
+from ragmon.collectors.memory_guard import MemoryGuard, read_rss_bytes
 
 MB = 1_000_000
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ragmon.sinks import Store, open_store
 
-from sinks import Store, open_store
-from sinks.chhttp import ClickHouseHttpServer
+from tests.support.chhttp import ClickHouseHttpServer
 
 
 @pytest.fixture(scope="session")

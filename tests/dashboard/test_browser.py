@@ -92,8 +92,10 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
         probe = _run("-m", "tests.dashboard.probe_app", process.otlp_http, KEY, timeout_s=120)
         assert probe.returncode == 0, probe.stderr[-3000:]
         _wait_until(
-            lambda: {PROBE_FEATURE, FAILING_FEATURE}
-            <= {t["feature"] for t in _dashboard_json(process, "traces", since_s="3600")},
+            lambda: (
+                {PROBE_FEATURE, FAILING_FEATURE}
+                <= {t["feature"] for t in _dashboard_json(process, "traces", since_s="3600")}
+            ),
             "the probe traces to be kept",
         )
         phases.append(f"probe kept {time.monotonic() - started:.0f} s")

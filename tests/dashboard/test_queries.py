@@ -7,10 +7,10 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from ragmon.sinks import Store
+from ragmon.sinks.schema import QUANTILE_ACCURACY
 
 from ragmon.agent.dashboard.queries import DashboardQueries, bucket_step_s
-from sinks import Store
-from sinks.schema import QUANTILE_ACCURACY
 from tests.dashboard.known_rows import (
     HOSTILE,
     Span,

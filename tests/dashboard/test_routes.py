@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.sinks import Store
+from ragmon.sinks.errors import StoreError
 
-from collectors.auth import ApiKeyAuth
 from ragmon.agent.api import ApiServer
 from ragmon.agent.dashboard import Dashboard, DashboardQueries, create_dashboard
 from ragmon.agent.dashboard.assets import STATIC_DIR, plotly_js_file
-from sinks import Store
-from sinks.errors import StoreError
 from tests.dashboard.known_rows import insert_traces, payload, request
 
 NOW_S = int(time.time())

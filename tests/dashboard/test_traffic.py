@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.sinks import Store
 
-from collectors.auth import ApiKeyAuth
 from ragmon.agent.api import ApiServer
 from ragmon.agent.dashboard import create_dashboard
-from sinks import Store
 from tests.dashboard.known_rows import Trace, insert_traces, payload, request, score
 
 NOW_S = int(time.time())

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sinks.schema import DEDUP_WINDOW_BLOCKS
+from ragmon.sinks.schema import DEDUP_WINDOW_BLOCKS
 
 CONFIG = """<clickhouse>
   <tcp_port>{port}</tcp_port>
@@ -65,11 +65,11 @@ def to_engine_variant(statement: str, cluster: str) -> str:
 
 def _store(work: Path, cluster: str, database: str) -> Any:
     from chdb import state
+    from ragmon.sinks.chdb_backend import ChdbBackend
+    from ragmon.sinks.schema import Topology
+    from ragmon.sinks.store import Store
 
     from ragmon.agent.migrate import schema_sql
-    from sinks.chdb_backend import ChdbBackend
-    from sinks.schema import Topology
-    from sinks.store import Store
 
     engine = work / "chdb"
     config = work / "cluster.xml"
@@ -86,8 +86,9 @@ def _store(work: Path, cluster: str, database: str) -> Any:
 
 def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
     """Run the agent's write path and queries against the names a cluster deployment uses; report what was seen."""
-    from collectors import otlp_sql
-    from sinks.synth import encode_otlp_request, otlp_traces
+    from ragmon.collectors import otlp_sql
+
+    from tests.support.synth import encode_otlp_request, otlp_traces
 
     store = _store(work, cluster, database)
     db = f"`{database}`"
@@ -108,8 +109,8 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
     }
     # An agent started with agent.clickhouse_cluster finds the retention TTLs on the local tables and alters
     # nothing (an ALTER … ON CLUSTER would fail here: no Keeper).
-    from sinks.schema import Topology
-    from sinks.store import Store
+    from ragmon.sinks.schema import Topology
+    from ragmon.sinks.store import Store
 
     Store(store.backend, Topology(database=database, cluster=cluster))._apply_retention()
     out["retention_already_aligned"] = True

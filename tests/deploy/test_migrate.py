@@ -12,10 +12,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from ragmon.agent.migrate import add_migrate_arguments, migrate, schema_sql
-from sinks import Store, open_store
-from sinks.schema import (
+from ragmon.sinks import Store, open_store
+from ragmon.sinks.schema import (
     CONTENT_TABLE,
     DEDUP_WINDOW_BLOCKS,
     LOCAL_SUFFIX,
@@ -29,6 +27,8 @@ from sinks.schema import (
     retention_statement,
     ttl_expression,
 )
+
+from ragmon.agent.migrate import add_migrate_arguments, migrate, schema_sql
 from tests.deploy.cluster_sim import executable, to_engine_variant
 from tests.deploy.conftest import REPO
 

@@ -16,8 +16,8 @@ def test_all_is_unique_and_resolves() -> None:
 
 
 def _loaded_after(statement: str, roots: tuple[str, ...]) -> list[str]:
-    """Top-level packages among `roots` that a fresh interpreter has loaded after running `statement`."""
-    listing = f"sorted(m for m in sys.modules if m.split('.')[0] in {roots!r})"
+    """Modules in (or under) `roots` that a fresh interpreter has loaded after running `statement`."""
+    listing = f"sorted(m for m in sys.modules if m in {roots!r} or m.startswith(tuple(r + '.' for r in {roots!r})))"
     code = f"import json, sys; {statement}; print(json.dumps({listing}))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded: list[str] = json.loads(result.stdout)
@@ -29,9 +29,9 @@ def test_registering_the_cli_command_loads_no_agent_dependencies() -> None:
     statement = (
         "import argparse; from ragmon.agent.drift import cli; cli.add_alerts_arguments(argparse.ArgumentParser())"
     )
-    assert _loaded_after(statement, ("numpy", "httpx", "sinks", "collectors", "chdb")) == []
+    assert _loaded_after(statement, ("numpy", "httpx", "ragmon.sinks", "ragmon.collectors", "chdb")) == []
 
 
 def test_the_evaluator_does_not_load_the_store_or_receivers() -> None:
-    roots = ("sinks", "collectors", "judges", "chdb")
+    roots = ("ragmon.sinks", "ragmon.collectors", "ragmon.judges", "chdb")
     assert _loaded_after("from ragmon.agent.drift import AlertEvaluator", roots) == []

@@ -341,7 +341,7 @@ def test_a_restarted_evaluator_re_emits_the_same_ids_and_the_dispatcher_drops_th
 
 
 def test_rows_fit_the_alerts_table(traffic: Callable[..., Any], clock: Any) -> None:
-    from sinks.schema import ALERT_COLUMNS
+    from ragmon.sinks.schema import ALERT_COLUMNS
 
     epoch = clock.now_s
     source = traffic(minutes=170, seed=12, shape=lambda m: {"latency_ms": 2000.0} if m >= 150 else {})

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ragmon.sinks import Store, open_store
+from ragmon.sinks.schema import QUANTILE_ACCURACY
 
 from ragmon.agent.drift import (
     SIGNALS,
@@ -41,9 +43,7 @@ from ragmon.agent.drift import (
 )
 from ragmon.agent.drift.store_source import StoreSignalSource
 from ragmon.model import SpanBatch
-from sinks import Store, open_store
-from sinks.schema import QUANTILE_ACCURACY
-from sinks.synth import make_batch
+from tests.support.synth import make_batch
 
 MINUTES = 30
 SLA_MS = 1000.0

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
+from ragmon.judges.types import MetricResult, RagSample, Status, Usage
 
-from judges.llm_judge import LLMJudge, LLMJudgeConfig
-from judges.types import MetricResult, RagSample, Status, Usage
 from ragmon.cli import main
 from ragmon.evaluation import backeval_source
 from ragmon.evaluation.backeval import results_rows, score_traces
@@ -186,7 +186,7 @@ def test_results_rows_pair_with_eval_rows_and_the_gate_reads_them(tmp_path: Path
 
 
 def test_cost_estimate_for_each_judge_kind() -> None:
-    from judges.local_judge import LocalJudge
+    from ragmon.judges.local_judge import LocalJudge
 
     short, long = make_traces(5, passage_words=10), make_traces(5, passage_words=1000)
     local = estimate_cost(short, METRICS, LocalJudge.__new__(LocalJudge))

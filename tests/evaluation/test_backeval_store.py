@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ragmon.sinks import Store, open_store
 
 from ragmon import attributes as attr
 from ragmon.evaluation.backeval_source import Selection, StoreTraceSource, select_with
-from sinks import Store, open_store
-from sinks.synth import make_batch
+from tests.support.synth import make_batch
 
 DAY_NS = 86400 * 10**9
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 from faults_support import LONG, TALLY, Recorder, Tally
+from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 
-from collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from tests.faults import scenario_rows
 
 MAX_BODY = 64 * 1024

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from sinks import open_store
+from ragmon.sinks import open_store
 
 TENANT = "t"
 

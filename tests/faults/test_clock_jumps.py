@@ -27,11 +27,11 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+from ragmon.judges.queue import ItemState, JudgeQueue, Kept
+from ragmon.sinks import Store, open_store
 
-from judges.queue import ItemState, JudgeQueue, Kept
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
-from sinks import Store, open_store
 from tests.faults import scenario_rows
 
 pytestmark = pytest.mark.faults

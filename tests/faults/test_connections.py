@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from faults_support import HOST, TALLY, Recorder, good_body, healthy, post, scaled
-
-from collectors import HttpReceiver
+from ragmon.collectors import HttpReceiver
 
 pytestmark = pytest.mark.faults
 

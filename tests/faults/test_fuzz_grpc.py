@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-from collectors import GrpcReceiver
+from ragmon.collectors import GrpcReceiver
 
 pytestmark = pytest.mark.faults
 

@@ -18,8 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-from collectors import HttpReceiver
+from ragmon.collectors import HttpReceiver
 
 pytestmark = pytest.mark.faults
 

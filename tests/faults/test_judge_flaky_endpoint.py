@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from faults_support import LONG, scaled
+from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
+from ragmon.judges.queue import FINAL_STATES, JudgeQueue, Kept
+from ragmon.judges.worker import JudgeWorker, WorkerConfig
+from ragmon.sinks import Store, open_store
 
-from judges.llm_judge import LLMJudge, LLMJudgeConfig
-from judges.queue import FINAL_STATES, JudgeQueue, Kept
-from judges.store_adapter import StoreScoreSink
-from judges.worker import JudgeWorker, WorkerConfig
+from ragmon.agent.judge_store import StoreScoreSink
 from ragmon.testing import FaultRecord, FlakyReplies, ScriptedOpenAIServer
-from sinks import Store, open_store
 from tests.faults import scenario_rows
 from tests.judges.worker_fakes import DictPayloads, faithfulness_responder, sample, trace_id
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from faults_support import scaled, suite_env_names
+from ragmon.judges.queue import FINAL_STATES, ItemState, JudgeQueue, Kept
 
-from judges.queue import FINAL_STATES, ItemState, JudgeQueue, Kept
 from ragmon.settings import JudgeSettings
 from ragmon.testing import ScriptedOpenAIServer
 from tests.faults import scenario_rows

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from faults_support import TALLY, good_body
+from ragmon.sinks import Store, open_store
 
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
-from sinks import Store, open_store
 
 pytestmark = pytest.mark.faults
 
@@ -158,7 +158,7 @@ def test_every_table_of_the_store_is_filtered_or_refused(deployed: Deployed) -> 
 
 
 # Found by this suite: selecting from a materialised view read its target table unfiltered (fixed: the views are
-# in sinks.schema.TENANT_TABLES).
+# in ragmon.sinks.schema.TENANT_TABLES).
 @pytest.mark.parametrize("table", ["otlp_spans_mv", "{db}.otlp_spans_mv", "otlp_content_mv", "otlp_norm_mv"])
 def test_materialized_views_leak_other_tenants(deployed: Deployed, table: str) -> None:
     status, text = _query(deployed, f"SELECT * FROM {table.format(db=deployed.db)} LIMIT 1000")

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.sinks import Store, open_store
 
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
-from sinks import Store, open_store
 from tests.agent.test_agent_e2e import _encoded_requests
 from tests.faults import scenario_rows
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
 
-from judges.llm_judge import LLMJudge, LLMJudgeConfig
 from ragmon.testing import Completion, ScriptedOpenAIServer
 
 DEV_DATA = Path(__file__).parents[2].parent / "shared/data/faithfulness/dev.jsonl"

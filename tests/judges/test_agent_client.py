@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from judges.agent_client import AgentStoreClient
-from judges.worker import SourceUnavailable
+from ragmon.judges.agent_client import AgentStoreClient
+from ragmon.judges.worker import SourceUnavailable
 
 
 class StubAgent:

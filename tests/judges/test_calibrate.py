@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ragmon.judges.local_judge
+from ragmon.judges.calibration import agreement, fit_threshold, is_heldout, load_rows
+from ragmon.judges.cli import add_calibrate_arguments, calibrate
+from ragmon.judges.local_model import MODELS
 
-import judges.local_judge
-from judges.calibration import agreement, fit_threshold, is_heldout, load_rows
-from judges.cli import add_calibrate_arguments, calibrate
-from judges.local_model import MODELS
 from tests.judges.conftest import DEV_DATA
 
 needs_dev_data = pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
@@ -25,7 +25,7 @@ needs_dev_data = pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/dat
 @pytest.fixture
 def lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """The local judge as on a machine without the embeddings extra, whatever this one has installed."""
-    monkeypatch.setattr(judges.local_judge, "load_minilm", lambda: None)
+    monkeypatch.setattr(ragmon.judges.local_judge, "load_minilm", lambda: None)
 
 
 def run_calibrate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

@@ -13,14 +13,13 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-
-import judges.local_judge
-from judges import text
-from judges.calibration import LabelledRow, kinds_not_fitted_on
-from judges.cli import add_calibrate_arguments, calibrate
-from judges.local_judge import LocalJudge
-from judges.local_model import FITTED_TASKS, MODELS, soft_min
-from judges.types import RagSample, Verdict
+import ragmon.judges.local_judge
+from ragmon.judges import text
+from ragmon.judges.calibration import LabelledRow, kinds_not_fitted_on
+from ragmon.judges.cli import add_calibrate_arguments, calibrate
+from ragmon.judges.local_judge import LocalJudge
+from ragmon.judges.local_model import FITTED_TASKS, MODELS, soft_min
+from ragmon.judges.types import RagSample, Verdict
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -128,7 +127,7 @@ def test_a_kind_is_not_fitted_on_when_its_task_or_its_dataset_is_new() -> None:
 def test_calibrate_flags_summaries_the_judge_was_not_fitted_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(judges.local_judge, "load_minilm", lambda: None)
+    monkeypatch.setattr(ragmon.judges.local_judge, "load_minilm", lambda: None)
     rows = []
     for i in range(6):
         faithful = i % 2 == 0

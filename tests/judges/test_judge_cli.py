@@ -1,4 +1,4 @@
-"""`ragmon judge` (via judges.cli): the queue status without a store, and loud start-up failures."""
+"""`ragmon judge` (via ragmon.judges.cli): the queue status without a store, and loud start-up failures."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from judges import cli
-from judges.queue import JudgeQueue, Kept
+from ragmon.judges import cli
+from ragmon.judges.queue import JudgeQueue, Kept
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 import pytest
+from ragmon.judges.types import RagSample, Status, Verdict
 
-from judges.types import RagSample, Status, Verdict
 from ragmon.pricing import default_price_table
 from ragmon.testing import (
     Completion,

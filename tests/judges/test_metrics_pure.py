@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from judges.metrics import AnswerRelevance, ContextPrecision, ContextRecall, ContextRelevance, Faithfulness
-from judges.metrics.context_precision import ranking_metrics
-from judges.metrics.faithfulness import RawVerdict, VerdictsOutput, _to_verdicts
-from judges.types import ClaimVerdict, Status, Verdict
+from ragmon.judges.metrics import AnswerRelevance, ContextPrecision, ContextRecall, ContextRelevance, Faithfulness
+from ragmon.judges.metrics.context_precision import ranking_metrics
+from ragmon.judges.metrics.faithfulness import RawVerdict, VerdictsOutput, _to_verdicts
+from ragmon.judges.types import ClaimVerdict, Status, Verdict
 
 S, U, C = Verdict.SUPPORTED, Verdict.UNSUPPORTED, Verdict.CONTRADICTED
 

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from judges.queue import ItemState, JudgeQueue, Kept, Recording
+from ragmon.judges.queue import ItemState, JudgeQueue, Kept, Recording
 
 
 class Clock:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from judges.store_adapter import StoredPayload, StorePayloadSource
+from ragmon.agent.judge_store import StoredPayload, StorePayloadSource
 
 
 class CountingStore:

@@ -6,12 +6,11 @@ import math
 from collections.abc import Sequence
 
 import pytest
-
-from judges import alignment, lexical, support_features, text
-from judges.local_judge import CachedEmbedder, LocalJudge
-from judges.local_model import MODELS
-from judges.support_features import FEATURE_SETS, Evidence
-from judges.types import RagSample
+from ragmon.judges import alignment, lexical, support_features, text
+from ragmon.judges.local_judge import CachedEmbedder, LocalJudge
+from ragmon.judges.local_model import MODELS
+from ragmon.judges.support_features import FEATURE_SETS, Evidence
+from ragmon.judges.types import RagSample
 
 
 def test_novel_word_share_counts_every_word_the_passages_never_use() -> None:

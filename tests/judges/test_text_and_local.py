@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from judges import text
-from judges.local_judge import LocalJudge
-from judges.local_model import MODELS
-from judges.support_features import FEATURE_SETS, LENGTH_FEATURES, SEMANTIC_FEATURES
-from judges.types import RagSample, Status, Verdict
+from ragmon.judges import text
+from ragmon.judges.local_judge import LocalJudge
+from ragmon.judges.local_model import MODELS
+from ragmon.judges.support_features import FEATURE_SETS, LENGTH_FEATURES, SEMANTIC_FEATURES
+from ragmon.judges.types import RagSample, Status, Verdict
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",

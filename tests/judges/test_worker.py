@@ -16,14 +16,14 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from ragmon.judges.queue import JudgeQueue, Kept
+from ragmon.judges.types import MetricResult, RagSample
+from ragmon.judges.worker import JudgeWorker, WorkerConfig
+from ragmon.sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
 
-from judges.queue import JudgeQueue, Kept
-from judges.store_adapter import StoreScoreSink
-from judges.types import MetricResult, RagSample
-from judges.worker import JudgeWorker, WorkerConfig
+from ragmon.agent.judge_store import StoreScoreSink
 from ragmon.pricing import default_price_table
 from ragmon.testing import Completion, ErrorReply, ScriptedOpenAIServer, malformed_json
-from sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
 from tests.judges.conftest import JudgeFactory
 from tests.judges.worker_fakes import (
     CLAIMS_TOKENS,

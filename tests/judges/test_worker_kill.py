@@ -13,8 +13,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-from judges.queue import ItemState, JudgeQueue, Kept
-from judges.worker import JudgeWorker
+from ragmon.judges.queue import ItemState, JudgeQueue, Kept
+from ragmon.judges.worker import JudgeWorker
+
 from ragmon.testing import ScriptedOpenAIServer
 from tests.judges import worker_proc
 from tests.judges.worker_fakes import JsonlSink, faithfulness_responder, trace_id

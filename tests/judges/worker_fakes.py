@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from judges.types import RagSample
+from ragmon.judges.types import RagSample
+
 from ragmon.testing import Completion
 
 CLAIMS = {"refusal": False, "claims": ["The Eiffel Tower was completed in 1889.", "The Eiffel Tower is 300 m tall."]}

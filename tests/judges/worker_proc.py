@@ -7,9 +7,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from judges.llm_judge import LLMJudge, LLMJudgeConfig
-from judges.queue import JudgeQueue
-from judges.worker import JudgeWorker, WorkerConfig
+from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
+from ragmon.judges.queue import JudgeQueue
+from ragmon.judges.worker import JudgeWorker, WorkerConfig
+
 from tests.judges.worker_fakes import DictPayloads, JsonlSink, sample, trace_id
 
 LEASE_S = 30.0

@@ -1,4 +1,4 @@
-"""A minimal OTLP → SQL normaliser for the store's tests, independent of `collectors.otlp_sql`.
+"""A minimal OTLP → SQL normaliser for the store's tests, independent of `ragmon.collectors.otlp_sql`.
 
 The store only needs *some* Protobuf schema, input columns and two SELECTs producing `SPAN_COLUMNS` and
 `CONTENT_COLUMNS` (over the rows of a third, `normalise_select`) to test `Store.install_otlp_ingest` /
@@ -12,7 +12,7 @@ just a length-delimited field, so field 3 of the envelope *is* the request body.
 
 from __future__ import annotations
 
-from sinks.synth import encode_otlp_request as encode_request  # noqa: F401  (re-exported for the tests)
+from tests.support.synth import encode_otlp_request as encode_request  # noqa: F401  (re-exported for the tests)
 
 PROTO_MESSAGE = "Envelope"
 

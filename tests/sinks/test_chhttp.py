@@ -10,7 +10,7 @@ import clickhouse_connect
 import httpx
 import pytest
 
-from sinks.chhttp import ClickHouseHttpServer
+from tests.support.chhttp import ClickHouseHttpServer
 
 
 @pytest.fixture

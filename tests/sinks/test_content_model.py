@@ -3,7 +3,7 @@
 Each trace below is shaped like what a real instrumentation sent (the attribute names and value shapes were read
 off the LangChain, LlamaIndex and openai apps of tests/thirdparty under OpenInference, OpenLLMetry and the OTel
 GenAI instrumentation), trimmed to the spans that matter. They go through the real normalising SQL
-(`collectors.otlp_sql`) and the real payload copy.
+(`ragmon.collectors.otlp_sql`) and the real payload copy.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import time
 from typing import Any
 
 import pytest
+from ragmon.collectors import otlp_sql
+from ragmon.sinks import Store
 
-from collectors import otlp_sql
-from sinks import Store
-from sinks.synth import encode_otlp_request
+from tests.support.synth import encode_otlp_request
 
 NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9
 QUESTION = "Which wireless protocols does the Aurora X2 thermostat use?"

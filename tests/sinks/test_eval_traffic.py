@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.sinks import Retention, Store, Topology, open_store
+from ragmon.sinks.arrow import to_table
+from ragmon.sinks.chdb_backend import ChdbBackend
+from ragmon.sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, migrations
+from ragmon.sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
 from ragmon.model import SPAN_COLUMNS, SpanBatch
-from sinks import Retention, Store, Topology, open_store
-from sinks.arrow import to_table
-from sinks.chdb_backend import ChdbBackend
-from sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, migrations
-from sinks.synth import make_batch
-from sinks.traffic import EVALUATION, PRODUCTION, Traffic
+from tests.support.synth import make_batch
 
 
 def _requests(report: list[dict[str, Any]], stage: str = "request") -> int:
@@ -56,7 +56,7 @@ def test_quality_and_kept_share_read_production_unless_asked(store: Store) -> No
     """Scores carry no eval_run: an eval run's are found through its payloads."""
     from datetime import UTC, datetime, timedelta
 
-    from sinks.kept_share import kept_share_sql, summarise
+    from ragmon.sinks.kept_share import kept_share_sql, summarise
 
     now = datetime.now(UTC) - timedelta(minutes=1)  # inside the window, which ends at a whole second
     payload = {"feature": "qa", "start_time": now, "question": "q", "answer": "a", "passages": []}
@@ -93,7 +93,7 @@ def test_a_v6_store_migrates_with_its_rows_as_production(
     engine_dir: Path, database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topology = Topology(database)
-    monkeypatch.setattr("sinks.store.migrations", lambda t, r: migrations(t, r)[:6])
+    monkeypatch.setattr("ragmon.sinks.store.migrations", lambda t, r: migrations(t, r)[:6])
     old = Store(ChdbBackend(engine_dir), topology)
     old.migrate()
     db = database

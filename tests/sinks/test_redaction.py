@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.trace import format_trace_id
+from ragmon.collectors import otlp_sql
+from ragmon.collectors.sql_redaction import DISABLED, Redaction, RedactionConfigError
+from ragmon.collectors.sql_values import quote
+from ragmon.sinks import Store, open_store
+from ragmon.sinks.arrow import to_rows
 
 import ragmon
-from collectors import otlp_sql
-from collectors.sql_redaction import DISABLED, Redaction, RedactionConfigError
-from collectors.sql_values import quote
 from ragmon.settings import load_settings
-from sinks import Store, open_store
-from sinks.arrow import to_rows
 
 REPO = Path(__file__).resolve().parents[2]
 EMPLOYEE = ("employee_id", r"EMP-\d{6}")

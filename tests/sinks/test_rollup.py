@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ragmon.sinks import Store, rollup_sql
 
 from ragmon.model import SpanBatch
-from sinks import Store, rollup_sql
 
 NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9  # ten minutes ago, on a minute boundary
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 
 import pytest
+from ragmon.sinks import StoreError, open_store
+from ragmon.sinks.errors import classify
 
-from sinks import StoreError, open_store
-from sinks.errors import classify
-from sinks.synth import make_batch
+from tests.support.synth import make_batch
 
 
 def _closed_port() -> int:
@@ -24,7 +24,7 @@ def test_server_down_is_retryable() -> None:
 
 
 def test_server_going_down_mid_life_is_retryable(engine_dir, database) -> None:
-    from sinks.chhttp import ClickHouseHttpServer
+    from tests.support.chhttp import ClickHouseHttpServer
 
     server = ClickHouseHttpServer(engine_dir).start()
     store = open_store(server.url, database=database)

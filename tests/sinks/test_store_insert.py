@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from ragmon.sinks import Store, StoreError
 
 from ragmon.model import SpanBatch
-from sinks import Store, StoreError
-from sinks.synth import make_batch
+from tests.support.synth import make_batch
 
 HOSTILE = "x'); DROP TABLE spans; --"
 

@@ -7,10 +7,10 @@ import time
 from typing import Any
 
 import pytest
+from ragmon.sinks import Store
+from ragmon.sinks.errors import PartlyStored
+from ragmon.sinks.store import split_envelopes
 
-from sinks import Store
-from sinks.errors import PartlyStored
-from sinks.store import split_envelopes
 from tests.sinks import otlp_fixture as fx
 
 NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9  # ten minutes ago: recent, inside recent_p95's window
@@ -218,7 +218,7 @@ def test_selects_written_against_plain_table_names_read_the_stores_tables(store:
 
 
 def test_insert_before_install_is_a_permanent_error(store: Store) -> None:
-    from sinks import StoreError
+    from ragmon.sinks import StoreError
 
     with pytest.raises(StoreError) as info:
         store.insert_otlp([b""], dedup_token="x")
@@ -351,7 +351,7 @@ def test_recent_p95_ignores_spans_stamped_in_the_future(store: Store) -> None:
 
 
 def test_real_collectors_sql_if_present(store: Store) -> None:
-    otlp_sql = pytest.importorskip("collectors.otlp_sql")
+    otlp_sql = pytest.importorskip("ragmon.collectors.otlp_sql")
     otlp_sql.install(store)
     body = fx.encode_request(rag_trace(0))
     store.insert_otlp([otlp_sql.seal(body, "acme", 7)], dedup_token="real")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ragmon.sinks import QueryRejected, Store, StoreError
 
-from sinks import QueryRejected, Store, StoreError
-from sinks.synth import make_batch
+from tests.support.synth import make_batch
 
 REFUSED = [
     "INSERT INTO {db}.spans (span_id) VALUES ('x')",

@@ -8,12 +8,12 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from ragmon.sinks import Store
+from ragmon.sinks.queries import full_hours
+from ragmon.sinks.schema import QUANTILE_ACCURACY
 
 from ragmon.model import SpanBatch
-from sinks import Store
-from sinks.queries import full_hours
-from sinks.schema import QUANTILE_ACCURACY
-from sinks.synth import make_batch
+from tests.support.synth import make_batch
 
 
 def _bracket(values: np.ndarray, level: float) -> tuple[float, float]:

@@ -6,12 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ragmon.model import SPAN_COLUMNS
-from sinks import Retention, Store, Topology, open_store
-from sinks.arrow import to_table
-from sinks.chhttp import ClickHouseHttpServer
-from sinks.schema import (
+from ragmon.sinks import Retention, Store, Topology, open_store
+from ragmon.sinks.arrow import to_table
+from ragmon.sinks.schema import (
     ROLLUP_ORDER,
     ROLLUP_ORDER_V1,
     SCHEMA_VERSION,
@@ -20,6 +17,9 @@ from sinks.schema import (
     bootstrap_statements,
     migrations,
 )
+
+from ragmon.model import SPAN_COLUMNS
+from tests.support.chhttp import ClickHouseHttpServer
 
 
 def test_spans_columns_come_from_the_model(store: Store) -> None:
@@ -91,8 +91,9 @@ def test_engine_logs_are_off(store: Store) -> None:
 def test_a_v1_store_migrates_to_v2_and_keeps_its_report(engine_dir: Path, database: str) -> None:
     """A store written by v1 (no ingest_seq, no hourly rollup, a key-first minute rollup) gains both, its minutes
     are copied into a time-first table, and the hours are backfilled."""
-    from sinks.chdb_backend import ChdbBackend
-    from sinks.synth import make_batch
+    from ragmon.sinks.chdb_backend import ChdbBackend
+
+    from tests.support.synth import make_batch
 
     topology = Topology(database)
     old = Store(ChdbBackend(engine_dir), topology)

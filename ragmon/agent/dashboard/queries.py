@@ -10,7 +10,7 @@ scores on kept traces, each weighted by 1 / its trace's inclusion probability (`
 so traces kept at 100 % for being slow or failing do not outvote the baseline sample they were drawn beside
 (the score's own probability when the judge recorded it — it includes judge sampling — else the payload's).
 
-Every view is of one traffic (`sinks.traffic`): production by default, else every eval run or one — the page's
+Every view is of one traffic (`ragmon.sinks.traffic`): production by default, else every eval run or one — the page's
 "Traffic" selector. `eval_runs` lists the runs there are, for that selector.
 """
 
@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from sinks.kept_share import summarise
-from sinks.schema import DURATION_LEVELS, DURATION_STATE, SAMPLING_TABLE
-from sinks.traffic import EVALUATION, PRODUCTION, Traffic
+from ragmon.sinks.kept_share import summarise
+from ragmon.sinks.schema import DURATION_LEVELS, DURATION_STATE, SAMPLING_TABLE
+from ragmon.sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
 # Chart buckets: the smallest of these that gives at most ~_TARGET_POINTS points over the window. Buckets that
 # are whole hours read the hourly rollup; shorter ones the per-minute rollup (its finest grain is a minute).

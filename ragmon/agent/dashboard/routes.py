@@ -11,7 +11,7 @@
     GET /api/dashboard/eval_runs?since_s=             the eval runs with traffic in the window (the selector)
 
 Traffic. Every view but `trace` and `alerts` is of production traffic unless `traffic=evaluation` (every
-`ragmon eval run`) or `eval_run=NAME` (one) says otherwise (`sinks.traffic`); alerts come from production only.
+`ragmon eval run`) or `eval_run=NAME` (one) says otherwise (`ragmon.sinks.traffic`); alerts come from production only.
 
 Keys. The JSON endpoints take the API's keys (``Authorization: Bearer`` or ``x-api-key``) and read only the key's
 tenant; with no keys configured they read every tenant, as `/api/report` does. The page and its files are public
@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from collectors.auth import ApiKeyAuth
 from ragmon.agent.dashboard.assets import Assets
 from ragmon.agent.dashboard.queries import MAX_TRACES, MAX_WINDOW_S, MIN_WINDOW_S, DashboardQueries
-from sinks.errors import QueryRejected, StoreError
-from sinks.traffic import Traffic
+from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.sinks.errors import QueryRejected, StoreError
+from ragmon.sinks.traffic import Traffic
 
 log = logging.getLogger("ragmon.agent")
 

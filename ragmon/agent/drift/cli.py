@@ -92,7 +92,7 @@ _HISTORY_NEEDED = "the default rules need about an hour of traffic before they c
 
 def _history_note(args: argparse.Namespace) -> str:
     """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has
-    (production: evaluation runs never feed the drift rules, `sinks.traffic`)."""
+    (production: evaluation runs never feed the drift rules, `ragmon.sinks.traffic`)."""
     commands = _commands()
     why = "  drift rules compare recent traffic with a baseline of earlier traffic"
     try:

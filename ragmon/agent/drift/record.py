@@ -5,7 +5,8 @@ the same data (after a restart) produces the same id, and channels deduplicate o
 resolved rows share `alert_id` and `fired_at`; the table's ReplacingMergeTree key (tenant, fired_at, alert_id, state)
 keeps one row per state.
 
-`to_row()` gives the `sinks.schema.ALERT_COLUMNS` fields plus `ALERT_EXTRA_COLUMNS` (proposed additions to the table);
+`to_row()` gives the `ragmon.sinks.schema.ALERT_COLUMNS` fields plus `ALERT_EXTRA_COLUMNS` (proposed additions to the
+table);
 `to_row(extended=False)` folds the extras into `labels` so rows fit today's table unchanged.
 """
 
@@ -21,7 +22,7 @@ from typing import Any, Literal
 
 AlertState = Literal["firing", "resolved"]
 
-# Columns the `alerts` table needs beyond sinks.schema.ALERT_COLUMNS (name, ClickHouse type).
+# Columns the `alerts` table needs beyond ragmon.sinks.schema.ALERT_COLUMNS (name, ClickHouse type).
 ALERT_EXTRA_COLUMNS: tuple[tuple[str, str], ...] = (
     ("detector", "LowCardinality(String)"),
     ("resolved_at", "Nullable(DateTime64(3))"),

@@ -3,7 +3,7 @@ in `signals.py`) from the tables the agent fills.
 
 Where each signal comes from:
 - latency p95, error rate, cost and tokens per request: the per-minute rollup `spans_1m` (every span, merged
-  DDSketch states for the p95: within 0.5% of an order statistic next to the exact one, see `sinks.schema`).
+  DDSketch states for the p95: within 0.5% of an order statistic next to the exact one, see `ragmon.sinks.schema`).
   Windows are whole minutes, so a series query must be minute-aligned (the evaluator's always are).
 - rank-1 score, similarity gap, norm deviation, the SLA share, every per-request sample and the example trace
   ids: raw `spans` (one scope is one range of its sort key, tenant-feature-stage-time), duplicates collapsed with
@@ -15,7 +15,7 @@ Where each signal comes from:
   the verdict became known, not by the trace's start: the evaluator judges each window once, a couple of minutes
   after it closes, so windowing by trace time would silently drop every verdict the judge worker delivered later.
 
-Production traffic only, unless built with another `sinks.traffic.Traffic`: an eval run's spans, minutes and
+Production traffic only, unless built with another `ragmon.sinks.traffic.Traffic`: an eval run's spans, minutes and
 scores (found through its payloads) are neither a baseline nor an alert — a dataset replayed against the app, or a
 candidate model tried on it, must not fire a drift alert, nor move the baseline production is compared with.
 
@@ -32,8 +32,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragmon.agent.drift.signals import SIGNALS, Sample, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
-from sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl, Topology
-from sinks.traffic import PRODUCTION, Traffic
+from ragmon.sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl, Topology
+from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 _EXAMPLES = 3  # example trace ids per window / sample, as InMemorySignalSource
 _JUDGED = ("faithfulness", "relevance")

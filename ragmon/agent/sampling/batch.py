@@ -56,7 +56,7 @@ def _ints(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int64]:
 
 
 class FragmentColumns:
-    """One stored batch's trace fragments (`sinks.sampler_sql.trace_fragments_sql`), as arrays."""
+    """One stored batch's trace fragments (`ragmon.sinks.sampler_sql.trace_fragments_sql`), as arrays."""
 
     def __init__(self, table: pa.Table, first_ingest_seq: int) -> None:
         self.size = table.num_rows

@@ -63,7 +63,7 @@ class DecidedTrace:
     decided_by: str  # complete | timeout | evicted:max_traces | evicted:max_bytes | shutdown | late
     decided_at_s: float
     # The batch the trace was first seen in: all its spans were stored at or after this ingest sequence, which
-    # lets the payload copy read recent parts only instead of every stored span (sinks.sampler_sql). 0: unknown.
+    # lets the payload copy read recent parts only instead of every stored span (ragmon.sinks.sampler_sql). 0: unknown.
     first_ingest_seq: int = 0
     feature: str = ""
     eval_run: str = ""  # '' = production traffic; else the `ragmon eval run` it belongs to
@@ -144,7 +144,8 @@ class Sampler:
         return out
 
     def ingest_table(self, table: pa.Table, first_ingest_seq: int) -> list[DecidedTrace]:
-        """`ingest` for one stored batch's fragments as a table (`sinks.sampler_sql.trace_fragments_sql`). A trace
+        """`ingest` for one stored batch's fragments as a table (`ragmon.sinks.sampler_sql.trace_fragments_sql`). A
+        trace
         that arrives whole and new waits as a row of the table; any other takes the per-trace path."""
         if not table.num_rows:
             return []

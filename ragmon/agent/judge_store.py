@@ -1,6 +1,6 @@
-"""Adapters from the worker's `PayloadSource` / `ScoreSink` to the ClickHouse store (`sinks.Store`).
+"""Adapters from the judge worker's `PayloadSource` / `ScoreSink` to the ClickHouse store (`ragmon.sinks.Store`).
 
-The store is being reworked, so this module is the one place that knows its API:
+The judges know nothing of the store; this module, on the agent's side, is the one place that joins them:
 
 - `StorePayloadSource` reads kept traces' payloads with `Store.payloads_for_judging`, many traces per query.
 - `StoreScoreSink` writes rows with `Store.insert_scores`, which rejects keys the scores table lacks. The sink
@@ -15,7 +15,6 @@ Both call the synchronous store from worker threads, one call at a time (chDB ru
 from __future__ import annotations
 
 import asyncio
-import importlib
 import itertools
 import re
 import threading
@@ -25,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from judges.types import RagSample
+from ragmon.judges.types import RagSample
+from ragmon.sinks import open_store
+from ragmon.sinks.schema import SCORE_COLUMNS
 
 
 class StoredPayload(RagSample):
@@ -130,7 +131,8 @@ def _tuple_fields(ch_type: str) -> list[str]:
 
 
 class StoreScoreSink:
-    """`ScoreSink` over `Store.insert_scores`, projecting rows onto `columns` (default: sinks.schema.SCORE_COLUMNS)."""
+    """`ScoreSink` over `Store.insert_scores`, projecting rows onto `columns` (default:
+    ragmon.sinks.schema.SCORE_COLUMNS)."""
 
     def __init__(
         self,
@@ -140,8 +142,7 @@ class StoreScoreSink:
         lock: threading.Lock | None = None,
     ) -> None:
         if columns is None:
-            schema: Any = importlib.import_module("sinks.schema")
-            columns = tuple(schema.SCORE_COLUMNS)
+            columns = SCORE_COLUMNS
         self._store = store
         self._columns = {name: ch_type for name, ch_type in columns}
         self._claim_fields = _tuple_fields(self._columns.get("claims", ""))
@@ -187,18 +188,16 @@ class StoreSide:
 
 
 def open_store_side(clickhouse_url: str | None, data_dir: str | Path) -> StoreSide:
-    """Open the store (`sinks.open_store`: a ClickHouse URL, else `<data_dir>/chdb`) and wrap it. Imported by
-    name at run time, so the judges package does not depend on the store's internals while they are reworked."""
-    sinks: Any = importlib.import_module("sinks")
-    store = sinks.open_store(clickhouse_url or Path(data_dir) / "chdb")
+    """Open the store (`ragmon.sinks.open_store`: a ClickHouse URL, else `<data_dir>/chdb`) and wrap it."""
+    store = open_store(clickhouse_url or Path(data_dir) / "chdb")
     lock = threading.Lock()  # one call into the store at a time (chDB: one engine per process)
     return StoreSide(StorePayloadSource(store, lock=lock), StoreScoreSink(store, lock=lock), store)
 
 
 def agent_store_side(data_dir: str | Path) -> StoreSide:
-    """The store through the running agent that owns `<data_dir>` (`judges.agent_client`): for a worker beside
+    """The store through the running agent that owns `<data_dir>` (`ragmon.judges.agent_client`): for a worker beside
     `ragmon serve` on the embedded store, which one process only may open."""
-    from judges.agent_client import AgentStoreClient
+    from ragmon.judges.agent_client import AgentStoreClient
 
     client = AgentStoreClient(data_dir)
     # A lock each, not one shared: a payload ask need not wait behind a score delivery (the agent orders its store)

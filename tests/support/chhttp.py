@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sinks.backend import quote_string
-from sinks.errors import error_code
+from ragmon.sinks.backend import quote_string
+from ragmon.sinks.errors import error_code
 
 # URL parameters that steer the HTTP layer rather than being query settings.
 _TRANSPORT = frozenset(

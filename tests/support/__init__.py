@@ -1,0 +1,2 @@
+"""Code the tests (and benchmarks) share that ragmon does not ship: a ClickHouse-HTTP endpoint over the embedded
+engine (`chhttp`) and synthetic spans and OTLP bodies with known numbers (`synth`)."""

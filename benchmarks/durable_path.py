@@ -32,13 +32,12 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ragmon.collectors.wal import Position, Record, WriteAheadLog  # noqa: E402
-
 from benchmarks.ingest import _requests, _template  # noqa: E402
 from ragmon.agent.decisions import DecisionSink  # noqa: E402
 from ragmon.agent.intake import WalIntake  # noqa: E402
 from ragmon.agent.sampling import Sampler  # noqa: E402
 from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS  # noqa: E402
+from ragmon.agent.wal import Position, Record, WriteAheadLog  # noqa: E402
 from ragmon.agent.writer import StoreWriter  # noqa: E402
 
 

@@ -63,11 +63,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
     ),
     "judge": (
         "run a judge worker over the queue of kept traces (scale-out: several may share a queue)",
-        _lazy("ragmon.judges.cli", "add_judge_arguments", "judge"),
+        _lazy("ragmon.agent.judge_commands", "add_judge_arguments", "judge"),
     ),
     "calibrate": (
         "agreement of a judge's faithfulness verdicts with human labels",
-        _lazy("ragmon.judges.cli", "add_calibrate_arguments", "calibrate"),
+        _lazy("ragmon.agent.judge_commands", "add_calibrate_arguments", "calibrate"),
     ),
 }
 

@@ -94,7 +94,7 @@ class AgentSettings(_Section):
     # agent's sampler reads back its own spans by `ingest_seq`, whose top bits are this number.
     instance: int = Field(default=0, ge=0, le=4095)
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # tenant -> key
-    # Write-ahead log: what an acknowledged request survives (see collectors/wal.py).
+    # Write-ahead log: what an acknowledged request survives (see ragmon/agent/wal.py).
     fsync: Literal["always", "interval", "never"] = "interval"
     fsync_interval_ms: int = Field(default=50, ge=1)
     wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)

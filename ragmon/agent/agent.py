@@ -32,6 +32,7 @@ from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ports import check_ports_free
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
+from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
@@ -45,7 +46,6 @@ from ragmon.collectors.otlp_sql import (
     spans_select,
 )
 from ragmon.collectors.sql_redaction import Redaction
-from ragmon.collectors.wal import WriteAheadLog
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ragmon.agent.intake import IngestSeq
-from ragmon.collectors.wal import Cursor, Position
+from ragmon.agent.wal import Cursor, Position
 
 
 class RollupStore(Protocol):

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Protocol
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.rollups import Rollups
 from ragmon.agent.sampling import DecidedTrace, Sampler
+from ragmon.agent.wal import Cursor, Position, WriteAheadLog
 from ragmon.collectors.otlp_sql import seal
-from ragmon.collectors.wal import Cursor, Position, WriteAheadLog
 from ragmon.retry import RetryPolicy
 from ragmon.sinks.errors import PartlyStored, StoreError
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from ragmon.collectors.wal import WriteAheadLog
 from ragmon.sinks.errors import PartlyStored, StoreError
 
 from ragmon.agent.intake import WalIntake
 from ragmon.agent.sampling import Sampler
 from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS
+from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ragmon.collectors.wal import Position
 
 from ragmon.agent.intake import IngestSeq
 from ragmon.agent.rollups import Rollups
+from ragmon.agent.wal import Position
 
 
 class RecordingStore:

@@ -29,7 +29,7 @@ _DECISIONS = re.compile(r"^ragmon_sampler_decisions_total\{[^}]*\} (\S+)$", re.M
 
 
 def test_ingest_seq_ranges_of_instances_are_disjoint() -> None:
-    from ragmon.collectors.wal import Position
+    from ragmon.agent.wal import Position
 
     low, high = Position(1, 0), Position((1 << 24) - 1, (1 << 28) - 1)
     first, second = IngestSeq(0), IngestSeq(1)

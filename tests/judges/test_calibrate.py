@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import ragmon.judges.local_judge
 from ragmon.judges.calibration import agreement, fit_threshold, is_heldout, load_rows
-from ragmon.judges.cli import add_calibrate_arguments, calibrate
 from ragmon.judges.local_model import MODELS
 
+from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
 from tests.judges.conftest import DEV_DATA
 
 needs_dev_data = pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")

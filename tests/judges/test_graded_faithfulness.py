@@ -16,10 +16,11 @@ import pytest
 import ragmon.judges.local_judge
 from ragmon.judges import text
 from ragmon.judges.calibration import LabelledRow, kinds_not_fitted_on
-from ragmon.judges.cli import add_calibrate_arguments, calibrate
 from ragmon.judges.local_judge import LocalJudge
 from ragmon.judges.local_model import FITTED_TASKS, MODELS, soft_min
 from ragmon.judges.types import RagSample, Verdict
+
+from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",

@@ -1,4 +1,4 @@
-"""`ragmon judge` (via ragmon.judges.cli): the queue status without a store, and loud start-up failures."""
+"""`ragmon judge` (via ragmon.agent.judge_commands): the queue status without a store, and loud start-up failures."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from ragmon.judges import cli
 from ragmon.judges.queue import JudgeQueue, Kept
+
+from ragmon import cli
+from ragmon.agent.judge_commands import format_summary
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +35,7 @@ def test_the_exit_summary_reads_as_a_sentence() -> None:
         "payload_errors": 3,
         "columns_the_scores_table_lacks": {},
     }
-    assert cli.format_summary(summary) == (
+    assert format_summary(summary) == (
         "judged 120 traces (ok 118, mixed 2); 480 scores stored (ok 400, unscorable 80)\n"
         "3 payload reads failed (the log says why)"
     )

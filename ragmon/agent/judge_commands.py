@@ -1,10 +1,9 @@
-"""Command-line entry points the ragmon CLI wires in: `ragmon calibrate` and `ragmon judge`.
+"""`ragmon calibrate` and `ragmon judge`: the judges joined to labelled files, the judge queue and the store.
 Heavy modules are imported inside the commands so `ragmon --help` stays fast."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -33,7 +32,6 @@ def calibrate(args: argparse.Namespace) -> int:
     from ragmon.judges.calibration import calibrate as run
     from ragmon.judges.calibration import format_report, load_rows
     from ragmon.judges.registry import make_judge
-
     from ragmon.settings import load_settings
 
     try:
@@ -89,9 +87,9 @@ def judge(args: argparse.Namespace) -> int:
     import signal
 
     from pydantic import ValidationError
+
     from ragmon.judges.queue import JudgeQueue
     from ragmon.judges.registry import make_judge
-
     from ragmon.settings import load_settings
 
     store_overrides = {"clickhouse_url": args.clickhouse_url} if args.clickhouse_url else {}
@@ -213,12 +211,12 @@ def _store_side(clickhouse_url: str | None, data_dir: Path) -> tuple[Any, Any, s
     directly (several workers may); an embedded one directly when no agent runs there, holding the data
     directory's lock meanwhile (an agent starting then says the directory is in use, instead of failing on
     chDB's lock), else through the agent that owns it, as `ragmon report` and `query` do."""
+    from ragmon.agent.agent import claim_or_find_agent
     from ragmon.agent.judge_store import agent_store_side, open_store_side
 
     if clickhouse_url:
         return open_store_side(clickhouse_url, data_dir), None, f"ClickHouse at {clickhouse_url}"
-    agent: Any = importlib.import_module("ragmon.agent.agent")  # the data-dir owner protocol lives there
-    claimed = agent.claim_or_find_agent(data_dir)
+    claimed = claim_or_find_agent(data_dir)
     if isinstance(claimed, str):
         return agent_store_side(data_dir), None, f"through the agent at {claimed} (it owns {data_dir})"
     try:
@@ -239,17 +237,3 @@ def _readable(exc: Exception, data_dir: Path) -> str:
             f"(they judge through its API), or use a ClickHouse server store for several workers. ({text[:300]})"
         )
     return text
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m ragmon.judges.cli calibrate|judge ...` until the lead wires `judge` into ragmon/cli.py."""
-    parser = argparse.ArgumentParser(prog="ragmon")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_calibrate_arguments(commands.add_parser("calibrate", help="agreement of a judge with human labels"))
-    add_judge_arguments(commands.add_parser("judge", help="run the judge worker on the queue of kept traces"))
-    args = parser.parse_args(argv)
-    return judge(args) if args.command == "judge" else calibrate(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -31,17 +31,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from ragmon.collectors.decode import parse_json, parse_protobuf
-from ragmon.collectors.envelope import _varint, validate
 from ragmon.collectors.otlp_json import request_from_json
-from ragmon.collectors.otlp_sql import (
-    INPUT_COLUMNS,
-    PROTO_MESSAGE,
-    PROTO_SCHEMA,
-    content_select,
-    normalise_select,
-    seal,
-    spans_select,
-)
+from ragmon.collectors.validate import validate
+from ragmon.sinks.envelope import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, frame, seal
+from ragmon.sinks.normalise_sql import content_select, normalise_select, spans_select
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
@@ -274,7 +267,7 @@ def _store_rates(body: bytes, spans: int, batch: int, repeats: int) -> None:
     columns = {"spans": SPAN_COLUMNS, "content": CONTENT_COLUMNS}
     selects = {"spans": spans_select("b.norm"), "content": content_select("b.norm")}
     envelopes = [seal(body, "bench", seq) for seq in range(batch)]
-    framed = [_varint(len(e)) + e for e in envelopes]
+    framed = [frame([e]) for e in envelopes]
     for label, chosen in (
         ("parse only (no views)", None),
         ("parse + normalise", ()),

@@ -99,11 +99,10 @@ class NoFragments:
 
 
 def _open(engine_dir: Path) -> Any:
-    from ragmon.collectors import otlp_sql as sql
-    from ragmon.sinks import open_store
+    from ragmon.sinks import open_store, otlp_ingest
 
     store = open_store(engine_dir, database=f"durable_{uuid.uuid4().hex[:8]}")
-    sql.install(store)
+    otlp_ingest.install(store)
     return store
 
 

@@ -29,8 +29,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ragmon.collectors import otlp_sql  # noqa: E402
-from ragmon.sinks import open_store  # noqa: E402
+from ragmon.sinks import (  # noqa: E402
+    envelope,
+    open_store,
+    otlp_ingest,
+)
 from ragmon.sinks.store import Store  # noqa: E402
 
 from ragmon.demo.passages import load_corpus, load_questions  # noqa: E402
@@ -77,7 +80,7 @@ def store_traffic(store: Store, traces: int, seed: int) -> tuple[int, list[float
         # 100 traces (500 spans) per OTLP request, as an SDK's exporter batches them.
         envelopes = []
         for offset in range(0, len(spans), 500):
-            envelopes.append(otlp_sql.seal(encode_otlp_request(spans[offset : offset + 500]), "acme", seq))
+            envelopes.append(envelope.seal(encode_otlp_request(spans[offset : offset + 500]), "acme", seq))
             seq += 1
         cpu_before = time.process_time()
         store.insert_otlp(envelopes, f"storage-{seed}-{start}")
@@ -120,7 +123,7 @@ def top_columns(store: Store, limit: int = 6) -> list[dict[str, Any]]:
 def one_run(data_dir: Path, run: int, traces: int, keep_rate: float) -> dict[str, float]:
     store = open_store(data_dir, database=f"storage_{run}_{int(time.time())}")
     try:
-        otlp_sql.install(store)
+        otlp_ingest.install(store)
         started = time.perf_counter()
         spans, cpu_us = store_traffic(store, traces, seed=run + 1)
         kept = keep(store, keep_rate, seed=run + 1)

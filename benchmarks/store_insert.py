@@ -5,10 +5,10 @@
 
 OTLP path (the product path since normalisation moved into SQL): pre-encoded request bodies of 100 traces × 5
 spans (the SDK's attribute names, captured question/passages/answer), sealed into envelopes and stored with one
-`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `ragmon.collectors.otlp_sql`'s views → `spans`,
+`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `ragmon.sinks.otlp_ingest`'s views → `spans`,
 `span_content`; measured through chDB and through the loopback HTTP endpoint. (Since store v5 the rollups are
 not on the insert path: the agent rolls a range up after sampling, `Store.roll_up`.)
-`--redaction` sets the views' PII redaction (`ragmon.collectors.sql_redaction`; the agent's default is on); `compare`
+`--redaction` sets the views' PII redaction (`ragmon.sinks.redaction`; the agent's default is on); `compare`
 stores the same batches with redaction off and on, in two databases, alternating which goes first, and prints
 wall and CPU (all threads: the engine runs in-process) per span side by side with their ratio.
 
@@ -86,17 +86,15 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
 
 
 def _redaction(mode: str) -> Any:
-    from ragmon.collectors.sql_redaction import DEFAULT, DISABLED
+    from ragmon.sinks.redaction import DEFAULT, DISABLED
 
     return DEFAULT if mode == "on" else DISABLED
 
 
-def _install_real_sql(store: Store, redaction_mode: str = "on") -> object:
-    from ragmon.collectors import otlp_sql
+def _install_real_sql(store: Store, redaction_mode: str = "on") -> None:
+    from ragmon.sinks import otlp_ingest
 
-    redaction = _redaction(redaction_mode)
-    otlp_sql.install(store, redaction=redaction)
-    return otlp_sql
+    otlp_ingest.install(store, redaction=_redaction(redaction_mode))
 
 
 def bench_redaction(data_dir: str, sealed: list[list[bytes]], spans: int) -> None:
@@ -136,7 +134,7 @@ def bench_otlp(data_dir: str, bodies: int, repeats: int, redaction_mode: str = "
         batches.append(envelopes)
     spans = traces_per_body * 5 * bodies
     print(f"otlp: {bodies} bodies × {traces_per_body * 5} spans = {spans} spans per insert, median of {repeats}")
-    from ragmon.collectors.otlp_sql import seal
+    from ragmon.sinks.envelope import seal
 
     sealed = [[seal(body, "acme", s) for body, s in batch] for batch in batches]
     if redaction_mode == "compare":

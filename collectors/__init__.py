@@ -1,4 +1,4 @@
-"""ragmon's collectors: OTLP receivers (HTTP, gRPC), per-request validation, and the SQL that normalises spans.
+"""ragmon's collectors: OTLP receivers (HTTP, gRPC), decoding, per-request validation, API-key auth, counters.
 
 The agent builds one `CollectorCounters`, one `SpanConsumer` (sampler → store) and starts the receivers::
 
@@ -9,15 +9,13 @@ The agent builds one `CollectorCounters`, one `SpanConsumer` (sampler → store)
     ...
     http.stop(); grpc.stop()
 
-The consumer gets validated OTLP protobuf bodies; the store seals them (`seal`) and inserts them into a Null
-table whose materialized views (`normalise_select`, then `spans_select` and `content_select`) normalise every
-dialect inside ClickHouse.
+The consumer gets validated OTLP protobuf bodies; what happens to them next (the write-ahead log, the store's
+envelope and its normalising SQL) is the agent's and the store's business, not the receivers'.
 """
 
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.consumer import SpanConsumer
 from ragmon.collectors.counters import CollectorCounters, MetricsSource, render_metrics
-from ragmon.collectors.envelope import REJECT_REASONS, Validation, validate
 from ragmon.collectors.errors import (
     Backpressure,
     CollectorError,
@@ -31,20 +29,9 @@ from ragmon.collectors.errors import (
 from ragmon.collectors.grpc_receiver import GrpcReceiver
 from ragmon.collectors.http_receiver import HttpReceiver
 from ragmon.collectors.ingest import ExportOutcome, Ingest
-from ragmon.collectors.otlp_sql import (
-    INPUT_COLUMNS,
-    PROTO_MESSAGE,
-    PROTO_SCHEMA,
-    content_select,
-    normalise_select,
-    seal,
-    spans_select,
-)
+from ragmon.collectors.validate import REJECT_REASONS, Validation, validate
 
 __all__ = [
-    "INPUT_COLUMNS",
-    "PROTO_MESSAGE",
-    "PROTO_SCHEMA",
     "REJECT_REASONS",
     "ApiKeyAuth",
     "Backpressure",
@@ -63,10 +50,6 @@ __all__ = [
     "ProtobufDecodeError",
     "SpanConsumer",
     "Validation",
-    "content_select",
-    "normalise_select",
     "render_metrics",
-    "seal",
-    "spans_select",
     "validate",
 ]

@@ -2,7 +2,7 @@
 
 A receiver passes the tenant (from the API key), the request body as OTLP protobuf bytes — invalid spans
 already removed, otherwise exactly as received — and the number of spans in it. The agent's consumer appends
-the body to the write-ahead log and returns; the store later seals it (`ragmon.collectors.envelope.seal`) and lets
+the body to the write-ahead log and returns; the store later seals it (`ragmon.sinks.envelope.seal`) and lets
 ClickHouse normalise it. Receivers acknowledge (HTTP 200, gRPC OK) only after `consume` returned, which gives
 at-least-once delivery. A consumer that cannot take the body raises `Backpressure` (the client retries after
 a delay) or `ConsumerUnavailable`; any other exception is answered as a retryable 503 / UNAVAILABLE and counted.

@@ -1,9 +1,9 @@
 """One export request → decoded, validated, handed to the consumer, counted: shared by both receivers.
 
 `Ingest` is transport-neutral: each receiver gives it a body, its encoding and compression. Per request it
-decompresses (capped), parses, counts invalid spans (`ragmon.collectors.envelope.validate`) and hands the consumer the
+decompresses (capped), parses, counts invalid spans (`ragmon.collectors.validate.validate`) and hands the consumer the
 body — as received when every span is valid. Normalisation happens later, in ClickHouse
-(`ragmon.collectors.otlp_sql`). It raises the `ragmon.collectors.errors` tree for the receiver to map to a status, and
+(`ragmon.sinks.normalise_sql`). It raises the `ragmon.collectors.errors` tree for the receiver to map to a status, and
 returns
 an `ExportOutcome` (accepted / rejected spans) for the response's partial_success.
 
@@ -22,7 +22,6 @@ from typing import Final, Literal
 from ragmon.collectors.consumer import SpanConsumer
 from ragmon.collectors.counters import CollectorCounters
 from ragmon.collectors.decode import decompress, parse_json, parse_protobuf
-from ragmon.collectors.envelope import Validation, validate
 from ragmon.collectors.errors import (
     Backpressure,
     CollectorError,
@@ -31,6 +30,7 @@ from ragmon.collectors.errors import (
     PayloadTooLargeError,
 )
 from ragmon.collectors.otlp_json import request_from_json
+from ragmon.collectors.validate import Validation, validate
 
 __all__ = ["BodyEncoding", "ExportOutcome", "Ingest"]
 

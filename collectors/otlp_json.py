@@ -7,7 +7,7 @@ mistake) rather than losing data.
 
 A document whose structure is wrong outside spans raises `JsonDecodeError` (the whole request is bad, 400).
 A span object with wrongly typed fields is dropped alone and counted (``malformed_span``); a span with bad ids
-or timestamps is converted with ids that `ragmon.collectors.envelope.validate` rejects, so it is counted there under
+or timestamps is converted with ids that `ragmon.collectors.validate.validate` rejects, so it is counted there under
 the right reason.
 """
 

@@ -66,7 +66,7 @@ _FLAG_IS_REMOTE = 0x200
 _ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     """Base-128 varint of a non-negative int below 2**64."""
     if value < 0x80:
         return _ONE_BYTE[value]
@@ -82,7 +82,7 @@ def _varint(value: int) -> bytes:
 
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field."""
-    return tag + _varint(len(payload)) + payload
+    return tag + varint(len(payload)) + payload
 
 
 def _utf8(text: str) -> bytes:
@@ -99,7 +99,7 @@ def _any_value(value: Any) -> bytes | None:
         return b"\x10\x01" if value else b"\x10\x00"
     if kind is int:
         if _INT64_MIN <= value <= _INT64_MAX:
-            return b"\x18" + _varint(value & _UINT64_MASK)
+            return b"\x18" + varint(value & _UINT64_MASK)
         return None  # int64 on the wire; masking would send a different number
     if kind is float:
         return b"\x21" + _pack_double(value)
@@ -227,9 +227,9 @@ class _AttributeEncoder:
 
     def _long_string(self, key: str, value: str) -> bytes:
         data = _utf8(value)
-        value_field = b"\x0a" + _varint(len(data)) + data  # AnyValue.string_value = 1
-        key_value = self._key_field(key) + b"\x12" + _varint(len(value_field)) + value_field  # KeyValue.value = 2
-        return self._tag + _varint(len(key_value)) + key_value
+        value_field = b"\x0a" + varint(len(data)) + data  # AnyValue.string_value = 1
+        key_value = self._key_field(key) + b"\x12" + varint(len(value_field)) + value_field  # KeyValue.value = 2
+        return self._tag + varint(len(key_value)) + key_value
 
     def _tuple(self, key: str, value: tuple[Any, ...]) -> bytes | None:
         # Only tuples of strings are cached: (True,) == (1,) == (1.0,), but no other tuple equals a string tuple.
@@ -252,7 +252,7 @@ class _AttributeEncoder:
     def _float_head(self, key: str) -> bytes:
         key_field = self._key_field(key)
         # KeyValue = key field + value field (tag 0x12, length 9, AnyValue.double_value tag 0x21, 8 bytes)
-        head = self._tag + _varint(len(key_field) + 11) + key_field + b"\x12\x09\x21"
+        head = self._tag + varint(len(key_field) + 11) + key_field + b"\x12\x09\x21"
         if len(self._float_heads) >= _CACHE_MAX_ENTRIES:
             self._float_heads.clear()
         self._float_heads[key] = head
@@ -336,7 +336,7 @@ class SpanEncoder:
             attributes, dropped = _raw_attributes(resource.attributes)
             dropped += self._other_attributes.encode_into(body, attributes)
             if dropped:
-                body.append(b"\x10" + _varint(dropped))  # Resource.dropped_attributes_count = 2
+                body.append(b"\x10" + varint(dropped))  # Resource.dropped_attributes_count = 2
             if resource.schema_url:
                 schema = _field(b"\x1a", _utf8(resource.schema_url))  # ResourceSpans.schema_url = 3
         encoded = _field(b"\x0a", b"".join(body))  # ResourceSpans.resource = 1
@@ -358,7 +358,7 @@ class SpanEncoder:
             attributes, dropped = _raw_attributes(getattr(scope, "attributes", None))
             dropped += self._scope_attributes.encode_into(body, attributes)
             if dropped:
-                body.append(b"\x20" + _varint(dropped))  # InstrumentationScope.dropped_attributes_count = 4
+                body.append(b"\x20" + varint(dropped))  # InstrumentationScope.dropped_attributes_count = 4
             if scope.schema_url:
                 schema = _field(b"\x1a", _utf8(scope.schema_url))  # ScopeSpans.schema_url = 3
         result = (b"".join(body), schema)
@@ -427,22 +427,22 @@ class SpanEncoder:
         if raw_attributes:
             dropped_attributes += self._span_attributes.encode_into(parts, raw_attributes)
         if dropped_attributes:
-            parts.append(_SPAN_DROPPED_ATTRIBUTES + _varint(dropped_attributes))
+            parts.append(_SPAN_DROPPED_ATTRIBUTES + varint(dropped_attributes))
         if event_items:
             for event in event_items:
                 parts.append(_field(_SPAN_EVENT, self._event(event)))
         if dropped_events:
-            parts.append(_SPAN_DROPPED_EVENTS + _varint(dropped_events))
+            parts.append(_SPAN_DROPPED_EVENTS + varint(dropped_events))
         if link_items:
             for link in link_items:
                 parts.append(_field(_SPAN_LINK, self._link(link)))
         if dropped_links:
-            parts.append(_SPAN_DROPPED_LINKS + _varint(dropped_links))
+            parts.append(_SPAN_DROPPED_LINKS + varint(dropped_links))
         code = status._status_code._value_
         description = status._description
         if code or description:
             body = _field(b"\x12", _utf8(description)) if description else b""  # Status.message = 2
-            parts.append(_field(_SPAN_STATUS, body + b"\x18" + _varint(code)))  # Status.code = 3
+            parts.append(_field(_SPAN_STATUS, body + b"\x18" + varint(code)))  # Status.code = 3
             parts.append(_pack_fixed32_field(*_FLAGS_TAG, flags))
         else:
             tail = self._tails.get(flags)
@@ -450,14 +450,14 @@ class SpanEncoder:
                 tail = self._tails[flags] = _EMPTY_STATUS + _pack_fixed32_field(*_FLAGS_TAG, flags)
             parts.append(tail)
         body = b"".join(parts)
-        return b"\x12" + _varint(len(body)) + body  # ScopeSpans.spans = 2
+        return b"\x12" + varint(len(body)) + body  # ScopeSpans.spans = 2
 
     def _event(self, event: Any) -> bytes:
         parts = [_pack_event_time(0x09, event.timestamp), _field(b"\x12", _utf8(event.name))]  # time = 1, name = 2
         attributes, dropped = _raw_attributes(event.attributes)
         dropped += self._event_attributes.encode_into(parts, attributes)
         if dropped:
-            parts.append(b"\x20" + _varint(dropped))  # Event.dropped_attributes_count = 4
+            parts.append(b"\x20" + varint(dropped))  # Event.dropped_attributes_count = 4
         return b"".join(parts)
 
     def _link(self, link: Any) -> bytes:
@@ -468,7 +468,7 @@ class SpanEncoder:
         attributes, dropped = _raw_attributes(link.attributes)
         dropped += self._link_attributes.encode_into(parts, attributes)
         if dropped:
-            parts.append(b"\x28" + _varint(dropped))  # Link.dropped_attributes_count = 5
+            parts.append(b"\x28" + varint(dropped))  # Link.dropped_attributes_count = 5
         flags = _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if context.is_remote else 0)
         parts.append(b"\x35" + struct.pack("<I", flags))  # Link.flags = 6, fixed32
         return b"".join(parts)

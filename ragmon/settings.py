@@ -65,7 +65,7 @@ _PII_KINDS: tuple[PiiKind, ...] = ("email", "phone", "card")
 
 
 class RedactionSettings(_Section):
-    """PII redaction before storage (`collectors/sql_redaction.py`; docs/RELIABILITY.md says what and where).
+    """PII redaction before storage (`sinks/redaction.py`; docs/RELIABILITY.md says what and where).
 
     `patterns` maps a name to an RE2 regular expression (ClickHouse's engine: no look-around or back-references);
     a match becomes ``[REDACTED:<name>]``. The agent has the engine compile each one at start-up and refuses to

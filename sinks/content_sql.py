@@ -3,7 +3,7 @@
 The payload copy (`ragmon.sinks.sampler_sql.copy_payloads_sql`) turns the captured text of a kept trace into the judge's
 inputs — question, answer, passages, the generate call's prompt messages, tool calls. Apps write that text under
 their instrumentation's names, so each role is read from every dialect, highest precedence first, as the numeric
-fields are (`ragmon.collectors.sql_dialects`): ragmon's own names > OTel GenAI (current and legacy) > OpenInference >
+fields are (`ragmon.sinks.dialects_sql`): ragmon's own names > OTel GenAI (current and legacy) > OpenInference >
 OpenLLMetry / Traceloop.
 
 Two kinds of expression over `c`, the SQL of a span's content map. The `has_*` tests (key lookups and prefix
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ragmon.collectors.sql_values import quote
+from ragmon.sinks.backend import quote_string as quote
 
 from ragmon import attributes as A
 

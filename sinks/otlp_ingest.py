@@ -1,14 +1,14 @@
 """The OTLP ingest path in the engine: Protobuf envelopes → `otlp_in` → view → `otlp_norm` → views → `spans`,
 `span_content`.
 
-Normalisation is SQL (written by `collectors/otlp_sql.py`), so storing a span costs no Python: the agent frames
-the envelopes it has logged (`varint(len) + message`, ClickHouse's length-delimited Protobuf stream) and sends them
-in one INSERT into `otlp_in`, a `Null` table. Its one materialised view normalises every span once into
-`otlp_norm`, another `Null` table, whose two views write the slim span rows and the captured text. The SELECTs
-embed the price table and the redaction rules, so they change between releases and settings:
-`install_statements` replaces them when their digest (kept in the objects' COMMENT) differs, and does nothing
-when it matches, so start-up is idempotent. Replacing drops and re-creates the views — run it at start-up,
-before receivers accept traffic; an insert in between would miss a view.
+Normalisation is SQL (written by `normalise_sql.py`, installed by `install`), so storing a span costs no Python: the
+agent frames the envelopes it has logged (`varint(len) + message`, ClickHouse's length-delimited Protobuf stream)
+and sends them in one INSERT into `otlp_in`, a `Null` table. Its one materialised view normalises every span once
+into `otlp_norm`, another `Null` table, whose two views write the slim span rows and the captured text. The SELECTs
+embed the price table and the redaction rules, so they change between releases and settings: `install_statements`
+replaces them when their digest (kept in the objects' COMMENT) differs, and does nothing when it matches, so
+start-up is idempotent. Replacing drops and re-creates the views — run it at start-up, before receivers accept
+traffic; an insert in between would miss a view.
 
 Where the engine finds the Protobuf schema (`format_schema` is resolved by the server, never the client):
 
@@ -19,7 +19,7 @@ Where the engine finds the Protobuf schema (`format_schema` is resolved by the s
   endpoint works the same way;
 - an older server reads schemas only from its `format_schema_path` (`/var/lib/clickhouse/format_schemas/` by
   default): the deployment must copy `schema_file_name(...)` there (the agent logs the name; `ragmon` ships the
-  file's text as `ragmon.collectors.otlp_sql.PROTO_SCHEMA`). The INSERT then names it relative to that directory.
+  file's text as `ragmon.sinks.envelope.PROTO_SCHEMA`). The INSERT then names it relative to that directory.
 """
 
 from __future__ import annotations
@@ -28,8 +28,14 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ragmon.sinks.envelope import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA
+from ragmon.sinks.normalise_sql import content_select, normalise_select, spans_select
+from ragmon.sinks.redaction import DEFAULT as DEFAULT_REDACTION
+from ragmon.sinks.redaction import Redaction
 from ragmon.sinks.schema import (
     CONTENT_TABLE,
     OTLP_CONTENT_VIEW,
@@ -38,6 +44,11 @@ from ragmon.sinks.schema import (
     Ddl,
     quote_identifier,
 )
+
+from ragmon.pricing import PriceTable
+
+if TYPE_CHECKING:
+    from ragmon.sinks.store import Store  # the store imports this module
 
 INPUT_TABLE = "otlp_in"
 NORMALISED_TABLE = "otlp_norm"
@@ -158,15 +169,10 @@ def inline_schema_settings(pipeline: OtlpPipeline) -> dict[str, str]:
     }
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def frame(envelopes: Sequence[bytes]) -> bytes:
-    """The length-delimited Protobuf stream ClickHouse's `Protobuf` input format reads: varint length, message."""
-    return b"".join(_varint(len(m)) + m for m in envelopes)
+def install(store: Store, *, prices: PriceTable | None = None, redaction: Redaction = DEFAULT_REDACTION) -> None:
+    """Install ragmon's normalising pipeline in `store` (`Store.install_otlp_ingest`): the envelope's schema, the
+    SELECTs of `normalise_sql` with `prices` (default: the shipped price table) and `redaction`. The agent passes
+    its settings' prices and redaction; tests, benchmarks and simulations take the defaults."""
+    normalise = partial(normalise_select, redaction=redaction)
+    spans = partial(spans_select, prices=prices)
+    store.install_otlp_ingest(PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, normalise, spans, content_select)

@@ -67,7 +67,7 @@ Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py
   because the sorting key ends in (trace_id, span_id)): 1M spans 9.5 s with it, 1.5 s without; inserts now send
   `optimize_on_insert = 0` (`store.py`). `store.insert_spans` went from ~40k to ~148k spans/s.
 - the OTLP path (`otlp_ingest.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
-  `spans` view +11 µs and the `span_content` view +7 µs with `ragmon.collectors.sql_normalise` (its version of
+  `spans` view +11 µs and the `span_content` view +7 µs with `ragmon.sinks.normalise_sql` (its version of
   2026-12-01 02:05; an hour earlier +33 and +16 µs); the rollups +3 µs: 24.5 µs, ≈ 41k spans/s per core, 33–45k
   spans/s wall. The views' cost is their SELECT, not the table writes (`spans` alone: 1.8–3.4 µs, above), so
   150k spans/s end to end needs the normalising SQL near 3 µs a span, or inserts on both cores.

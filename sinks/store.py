@@ -32,6 +32,7 @@ import pyarrow as pa
 from ragmon.sinks import otlp_ingest
 from ragmon.sinks.arrow import to_rows, to_table
 from ragmon.sinks.backend import Backend, Settings
+from ragmon.sinks.envelope import frame
 from ragmon.sinks.errors import PartlyStored, StoreError
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql, tenant_filter_settings
@@ -342,7 +343,7 @@ class Store:
     def _insert_envelopes(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
         assert self._otlp_settings is not None
         settings: Settings = {**INSERT_SETTINGS, "insert_deduplication_token": dedup_token, **self._otlp_settings}
-        self.backend.insert_raw(self.otlp_input_table, "Protobuf", otlp_ingest.frame(envelopes), settings)
+        self.backend.insert_raw(self.otlp_input_table, "Protobuf", frame(envelopes), settings)
 
     # --- the sampler's queries --------------------------------------------------------------------------
 

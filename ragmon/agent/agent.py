@@ -37,18 +37,10 @@ from ragmon.agent.writer import StoreWriter
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.memory_guard import MemoryGuard
-from ragmon.collectors.otlp_sql import (
-    INPUT_COLUMNS,
-    PROTO_MESSAGE,
-    PROTO_SCHEMA,
-    content_select,
-    normalise_select,
-    spans_select,
-)
-from ragmon.collectors.sql_redaction import Redaction
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
-from ragmon.sinks import Store, open_store
+from ragmon.sinks import Store, open_store, otlp_ingest
+from ragmon.sinks.redaction import Redaction
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 log = logging.getLogger("ragmon.agent")
@@ -179,14 +171,7 @@ class Agent:
             prices = load_price_table(self.settings.sdk.price_file)
             # Before the views are (re)created: a bad pattern must stop start-up, not the first insert.
             self.redaction.check(self.store.query)
-            self.store.install_otlp_ingest(
-                PROTO_SCHEMA,
-                PROTO_MESSAGE,
-                INPUT_COLUMNS,
-                normalise_select("otlp_in", redaction=self.redaction),
-                spans_select("otlp_norm", prices),
-                content_select("otlp_norm"),
-            )
+            otlp_ingest.install(self.store, prices=prices, redaction=self.redaction)
             log.info("PII redaction before storage: %s", self.redaction.fingerprint)
             log.info("memory: %s", describe(self.memory))
             if (too_small := limit_warning(agent)) is not None:

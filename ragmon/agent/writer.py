@@ -37,8 +37,8 @@ from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.rollups import Rollups
 from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.agent.wal import Cursor, Position, WriteAheadLog
-from ragmon.collectors.otlp_sql import seal
 from ragmon.retry import RetryPolicy
+from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
 
 if TYPE_CHECKING:

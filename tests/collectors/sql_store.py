@@ -1,5 +1,5 @@
 """A minimal store for the collectors' tests: the Null input table and the normalising materialized views in
-chDB, created exactly as the real store does (`ragmon.collectors.otlp_sql`), one database per test.
+chDB, created exactly as the real store does (`ragmon.sinks.otlp_ingest.install`), one database per test.
 
 chDB allows one session path per process, so the session is shared (see conftest) and isolation comes from
 separate databases.
@@ -14,16 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from chdb import session as chdb_session
-from ragmon.collectors.envelope import _varint
-from ragmon.collectors.otlp_sql import (
-    INPUT_COLUMNS,
-    PROTO_MESSAGE,
-    PROTO_SCHEMA,
-    content_select,
-    normalise_select,
-    seal,
-    spans_select,
-)
+from ragmon.sinks.envelope import INPUT_COLUMNS, PROTO_MESSAGE, PROTO_SCHEMA, frame, seal
+from ragmon.sinks.normalise_sql import content_select, normalise_select, spans_select
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable
@@ -73,7 +65,7 @@ class SqlStore:
         for tenant, body in requests:
             self._seq += 1
             envelope = seal(body, tenant, self._seq)
-            insert.append(_varint(len(envelope)) + envelope)
+            insert.append(frame([envelope]))
         insert.finish()
 
     def _rows(self, table: str) -> list[dict[str, Any]]:

@@ -12,9 +12,11 @@ from collector_fakes import API_KEYS, RecordingConsumer, sdk_request
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
-from ragmon.collectors import GrpcReceiver, Ingest, content_select, normalise_select, seal, spans_select, validate
+from ragmon.collectors import GrpcReceiver, Ingest, validate
 from ragmon.collectors.errors import JsonDecodeError
 from ragmon.collectors.otlp_json import request_from_json
+from ragmon.sinks.envelope import seal
+from ragmon.sinks.normalise_sql import content_select, normalise_select, spans_select
 from sql_store import SqlStore
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS

@@ -1,8 +1,8 @@
-"""A minimal OTLP → SQL normaliser for the store's tests, independent of `ragmon.collectors.otlp_sql`.
+"""A minimal OTLP → SQL normaliser for the store's tests, independent of `ragmon.sinks.normalise_sql`.
 
 The store only needs *some* Protobuf schema, input columns and two SELECTs producing `SPAN_COLUMNS` and
 `CONTENT_COLUMNS` (over the rows of a third, `normalise_select`) to test `Store.install_otlp_ingest` /
-`insert_otlp`; the real ones (every dialect, the price table) live in `collectors/otlp_sql.py`. This one reads
+`insert_otlp`; the real ones (every dialect, the price table) live in `sinks/normalise_sql.py`. This one reads
 ragmon's own attribute names only, and an envelope that wraps an `ExportTraceServiceRequest` body with the tenant
 and the write-ahead-log position.
 
@@ -12,6 +12,7 @@ just a length-delimited field, so field 3 of the envelope *is* the request body.
 
 from __future__ import annotations
 
+from ragmon._otlp import varint
 from tests.support.synth import encode_otlp_request as encode_request  # noqa: F401  (re-exported for the tests)
 
 PROTO_MESSAGE = "Envelope"
@@ -131,22 +132,10 @@ FROM {source_table}
 WHERE notEmpty(content) OR notEmpty(retrieved_ids)"""
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def seal(body: bytes, tenant: str, ingest_seq: int) -> bytes:
     """An `Envelope` around an encoded ExportTraceServiceRequest, without re-parsing it."""
     name = tenant.encode()
-    out = b"\x0a" + _varint(len(name)) + name if name else b""
+    out = b"\x0a" + varint(len(name)) + name if name else b""
     if ingest_seq:
-        out += b"\x10" + _varint(ingest_seq)
-    return out + b"\x1a" + _varint(len(body)) + body
+        out += b"\x10" + varint(ingest_seq)
+    return out + b"\x1a" + varint(len(body)) + body

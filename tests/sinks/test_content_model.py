@@ -3,7 +3,7 @@
 Each trace below is shaped like what a real instrumentation sent (the attribute names and value shapes were read
 off the LangChain, LlamaIndex and openai apps of tests/thirdparty under OpenInference, OpenLLMetry and the OTel
 GenAI instrumentation), trimmed to the spans that matter. They go through the real normalising SQL
-(`ragmon.collectors.otlp_sql`) and the real payload copy.
+(`ragmon.sinks.otlp_ingest.install`) and the real payload copy.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from ragmon.collectors import otlp_sql
-from ragmon.sinks import Store
+from ragmon.sinks import Store, envelope, otlp_ingest
 
 from tests.support.synth import encode_otlp_request
 
@@ -193,12 +192,12 @@ def _genai_client_only(n: int, *, failed: bool = False) -> Trace:
 
 @pytest.fixture
 def real_store(chdb_store: Store) -> Store:
-    otlp_sql.install(chdb_store)
+    otlp_ingest.install(chdb_store)
     return chdb_store
 
 
 def _payload(store: Store, trace: Trace) -> dict[str, Any]:
-    store.insert_otlp([otlp_sql.seal(encode_otlp_request(trace.spans), "acme", 1)], dedup_token=trace.trace_id)
+    store.insert_otlp([envelope.seal(encode_otlp_request(trace.spans), "acme", 1)], dedup_token=trace.trace_id)
     store.copy_payloads([{"tenant": "acme", "trace_id": trace.trace_id, "reasons": ["error"], "probability": 1.0}])
     rows = store.query(
         f"SELECT * FROM {store.topology.database}.payloads FINAL WHERE trace_id = {{t:String}}", {"t": trace.trace_id}
@@ -232,7 +231,7 @@ def test_framework_traces_give_question_answer_and_the_retrieved_passages(
 def test_openllmetry_retrievers_are_search_spans(real_store: Store) -> None:
     for make in (_openllmetry_langchain, _openllmetry_llamaindex):
         trace = make(8 if make is _openllmetry_langchain else 9)
-        real_store.insert_otlp([otlp_sql.seal(encode_otlp_request(trace.spans), "acme", 2)], dedup_token=trace.trace_id)
+        real_store.insert_otlp([envelope.seal(encode_otlp_request(trace.spans), "acme", 2)], dedup_token=trace.trace_id)
     rows = real_store.query(f"SELECT name, stage FROM {real_store.topology.database}.spans ORDER BY name")
     stages = {r["name"]: r["stage"] for r in rows}
     assert stages["vector_db_retrieve VectorStoreRetriever"] == "search"
@@ -243,7 +242,7 @@ def test_openllmetry_retrievers_are_search_spans(real_store: Store) -> None:
 
 def test_framework_text_is_content_not_a_slim_attribute(real_store: Store) -> None:
     trace = _openllmetry_langchain(10)
-    real_store.insert_otlp([otlp_sql.seal(encode_otlp_request(trace.spans), "acme", 3)], dedup_token="slim")
+    real_store.insert_otlp([envelope.seal(encode_otlp_request(trace.spans), "acme", 3)], dedup_token="slim")
     rows = real_store.query(f"SELECT mapKeys(attributes) AS keys FROM {real_store.topology.database}.spans")
     keys = {k for r in rows for k in r["keys"]}
     assert not keys & {"gen_ai.task.input", "gen_ai.task.output", "traceloop.entity.input", "traceloop.entity.output"}

@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.trace import format_trace_id
-from ragmon.collectors import otlp_sql
-from ragmon.collectors.sql_redaction import DISABLED, Redaction, RedactionConfigError
-from ragmon.collectors.sql_values import quote
-from ragmon.sinks import Store, open_store
+from ragmon.sinks import Store, envelope, open_store, otlp_ingest
 from ragmon.sinks.arrow import to_rows
+from ragmon.sinks.backend import quote_string as quote
+from ragmon.sinks.redaction import DISABLED, Redaction, RedactionConfigError
 
 import ragmon
 from ragmon.settings import load_settings
@@ -136,11 +135,11 @@ def make_store(chdb_engine_dir: Path) -> Iterator[Callable[..., Store]]:
 
 def install(store: Store, redaction: Redaction) -> None:
     redaction.check(store.query)
-    otlp_sql.install(store, redaction=redaction)
+    otlp_ingest.install(store, redaction=redaction)
 
 
 def store_trace(store: Store, body: bytes, trace_id: str, seq: int = 1) -> None:
-    store.insert_otlp([otlp_sql.seal(body, "acme", seq)], dedup_token=f"t{seq}")
+    store.insert_otlp([envelope.seal(body, "acme", seq)], dedup_token=f"t{seq}")
     store.copy_payloads([{"tenant": "acme", "trace_id": trace_id, "reasons": ["error"], "probability": 1}])
     assert store.kept_payload_count([("acme", trace_id)]) == 1
 

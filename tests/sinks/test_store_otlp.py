@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from ragmon.sinks import Store
+from ragmon.sinks import Store, otlp_ingest
+from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored
 from ragmon.sinks.store import split_envelopes
 
@@ -351,11 +352,10 @@ def test_recent_p95_ignores_spans_stamped_in_the_future(store: Store) -> None:
 
 
 def test_real_collectors_sql_if_present(store: Store) -> None:
-    otlp_sql = pytest.importorskip("ragmon.collectors.otlp_sql")
-    otlp_sql.install(store)
+    otlp_ingest.install(store)
     body = fx.encode_request(rag_trace(0))
-    store.insert_otlp([otlp_sql.seal(body, "acme", 7)], dedup_token="real")
-    store.insert_otlp([otlp_sql.seal(body, "acme", 7)], dedup_token="real")
+    store.insert_otlp([seal(body, "acme", 7)], dedup_token="real")
+    store.insert_otlp([seal(body, "acme", 7)], dedup_token="real")
     db = store.topology.database
     rows = store.query(f"SELECT count() AS n, min(ingest_seq) AS s FROM {db}.spans")
     assert rows == [{"n": 6, "s": 7}]

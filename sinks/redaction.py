@@ -1,6 +1,6 @@
 """PII redaction inside the ingest views: emails, phone numbers, card numbers and configured patterns in SQL.
 
-Why in SQL: the normalising views (`ragmon.collectors.sql_normalise`) are where span text first becomes columns, and
+Why in SQL: the normalising views (`ragmon.sinks.normalise_sql`) are where span text first becomes columns, and
 ClickHouse runs ``replaceRegexpAll`` vectorised over a whole insert. Redacting in Python would mean decoding every
 span's protobuf in the agent (the ingest path keeps Python per request, not per span). The patterns are RE2
 (ClickHouse's regex engine): no look-around, no back-references.
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ragmon.collectors.sql_values import quote
+from ragmon.sinks.backend import quote_string as quote
 
 __all__ = [
     "BUILTINS",

@@ -1,12 +1,9 @@
-"""Per-request work of the receive path: count invalid spans, keep the body as received, seal it for the store.
+"""Per-request work of the receive path: count invalid spans and keep the body as received.
 
 `validate` walks an ``ExportTraceServiceRequest`` once, reading only ids and timestamps (never attributes), and
 counts invalid spans by reason for OTLP ``partial_success``. When every span is valid the body is passed through
 as received — no re-serialisation; otherwise (rare) the request is rebuilt without the invalid spans.
-The store's SQL (`ragmon.collectors.sql_normalise`) filters spans by the same rules, so they agree by construction.
-
-`seal` appends the agent's fields to a body: an OTLP request followed by fields 15 and 16 parses as an
-`Envelope` (`ragmon.collectors.otlp_schema`), because protobuf messages concatenate field by field.
+The store's SQL (`ragmon.sinks.normalise_sql`) filters spans by the same rules, so they agree by construction.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ __all__ = [
     "MISSING_START_TIME",
     "REJECT_REASONS",
     "Validation",
-    "seal",
     "validate",
 ]
 
@@ -47,8 +43,6 @@ REJECT_REASONS: Final = (
 
 _ZERO_TRACE: Final = bytes(16)
 _ZERO_SPAN: Final = bytes(8)
-_TENANT_TAG: Final = bytes([15 << 3 | 2])  # field 15, length-delimited
-_SEQ_TAG: Final = b"\x80\x01"  # field 16, varint wire type: tag 128, itself written as a varint
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,20 +137,3 @@ def _without_invalid(request: ExportTraceServiceRequest, total: int, rejected: d
                     rejected[reason] = rejected.get(reason, 0) + 1
                     del spans[index]
     return Validation(total, rejected, kept.SerializeToString())
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def seal(body: bytes, tenant: str, ingest_seq: int) -> bytes:
-    """OTLP request bytes → `Envelope` bytes: `body` + tenant (field 15) + ingest_seq (field 16)."""
-    if ingest_seq < 0:
-        raise ValueError(f"ingest_seq must be non-negative, got {ingest_seq}")
-    name = tenant.encode("utf-8")
-    return b"".join((body, _TENANT_TAG, _varint(len(name)), name, _SEQ_TAG, _varint(ingest_seq)))

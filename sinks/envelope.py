@@ -1,7 +1,9 @@
-"""The protobuf schema ClickHouse parses OTLP with, and the columns of the Null input table that mirror it.
+"""The store's envelope: an OTLP request as the agent logged it, sealed with its tenant and sequence number; the
+protobuf schema ClickHouse parses it with; and the columns of the Null input table that mirror that schema.
 
-An `Envelope` is an OTLP ``ExportTraceServiceRequest`` body with two fields appended by the agent (see
-`ragmon.collectors.envelope.seal`): ``tenant = 15`` and ``ingest_seq = 16``. Field numbers are the OTLP spec's
+An `Envelope` is an OTLP ``ExportTraceServiceRequest`` body with two fields appended by the agent (`seal`):
+``tenant = 15`` and ``ingest_seq = 16``; because protobuf messages concatenate field by field, the bytes of a
+request followed by those fields parse as one `Envelope`. Field numbers are the OTLP spec's
 (opentelemetry-proto ``trace/v1/trace.proto``, ``common/v1/common.proto``); only the fields normalisation reads
 are declared — ClickHouse skips undeclared fields on the wire like any protobuf reader does.
 
@@ -17,9 +19,12 @@ Why this shape:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["INPUT_COLUMNS", "PROTO_MESSAGE", "PROTO_SCHEMA"]
+from ragmon._otlp import varint
+
+__all__ = ["INPUT_COLUMNS", "PROTO_MESSAGE", "PROTO_SCHEMA", "frame", "seal"]
 
 PROTO_MESSAGE: Final = "Envelope"
 
@@ -108,3 +113,19 @@ INPUT_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("tenant", "LowCardinality(String)"),
     ("ingest_seq", "UInt64"),
 )
+
+_TENANT_TAG: Final = bytes([15 << 3 | 2])  # field 15, length-delimited
+_SEQ_TAG: Final = b"\x80\x01"  # field 16, varint wire type: tag 128, itself written as a varint
+
+
+def seal(body: bytes, tenant: str, ingest_seq: int) -> bytes:
+    """OTLP request bytes → `Envelope` bytes: `body` + tenant (field 15) + ingest_seq (field 16)."""
+    if ingest_seq < 0:
+        raise ValueError(f"ingest_seq must be non-negative, got {ingest_seq}")
+    name = tenant.encode("utf-8")
+    return b"".join((body, _TENANT_TAG, varint(len(name)), name, _SEQ_TAG, varint(ingest_seq)))
+
+
+def frame(envelopes: Sequence[bytes]) -> bytes:
+    """The length-delimited Protobuf stream ClickHouse's `Protobuf` input format reads: varint length, message."""
+    return b"".join(varint(len(m)) + m for m in envelopes)

@@ -2,8 +2,8 @@
 
 Each ``*_dialect()`` returns a `DialectSql`: the attribute keys the dialect consumes (they do not go to the
 `attributes` column), a dict field → ClickHouse expression over the span's attribute map ``a`` (plain lookups,
-see `ragmon.collectors.sql_values`) that is NULL when the span says nothing in that dialect, and its document sources.
-`ragmon.collectors.sql_normalise` combines them with ``coalesce`` in precedence order, highest first:
+see `ragmon.sinks.sql_values`) that is NULL when the span says nothing in that dialect, and its document sources.
+`ragmon.sinks.normalise_sql` combines them with ``coalesce`` in precedence order, highest first:
 ragmon's own names > OTel GenAI (with general OTel names) > OpenInference > OpenLLMetry.
 
 Within a dialect the old normaliser's order is kept: the model that answered (``gen_ai.response.model``) beats
@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ragmon.collectors.sql_values import number, prefix_regex, quote, raw, text
+from ragmon.sinks.backend import quote_string as quote
+from ragmon.sinks.sql_values import number, prefix_regex, raw, text
 
 from ragmon import attributes as A
 
@@ -126,7 +127,7 @@ DOCUMENT_PREFIXES: Final = (
 )
 
 
-# Fields a dialect may give; `ragmon.collectors.sql_normalise` combines each across dialects by precedence. Counts
+# Fields a dialect may give; `ragmon.sinks.normalise_sql` combines each across dialects by precedence. Counts
 # (tokens, search units) are given as finite numbers here and truncated/clamped to UInt32 after combining.
 FIELDS: Final = (
     "stage",
@@ -384,7 +385,7 @@ DIALECTS: Final = (ragmon_dialect, otel_dialect, openinference_dialect, openllme
 # ragmon.tenant, dropped: the tenant is the envelope's) is consumed; then captured text is content; OpenInference
 # document ids and scores are fields, except a reranker's inputs (kept as attributes), and the rest of a document
 # (text, metadata) is content; everything else is an attribute. A key starting with a NUL byte is reserved
-# (`ragmon.collectors.sql_normalise` files exception and resource entries under such keys) and dropped.
+# (`ragmon.sinks.normalise_sql` files exception and resource entries under such keys) and dropped.
 _UNKNOWN: Final = 255
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from ragmon.sinks.backend import quote_string as quote
+
 __all__ = [
     "ATTRIBUTES",
     "all_of",
     "json_string",
     "number",
     "prefix_regex",
-    "quote",
     "raw",
     "scalar_json",
     "scalar_text",
@@ -32,11 +33,6 @@ __all__ = [
 
 UINT32_MAX: Final = 2**32 - 1
 ATTRIBUTES: Final = "a"  # the span's Map(String, Nullable(String)) of attribute texts
-
-
-def quote(value: str) -> str:
-    """A ClickHouse string literal; every generated name or value goes through here."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def json_string(expr: str) -> str:

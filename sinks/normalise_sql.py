@@ -10,7 +10,7 @@ cheap to plan (measured on chDB 4.4 / ClickHouse 26.9; see benchmarks/collectors
   one expression, ``arrayMap(x -> f(x, x), [value])[1]`` binds it once (a "let");
 - few layers: every layer boundary makes the planner merge the expression DAGs below it again;
 - no ``x = c AND y = c`` chains: the analyzer's AND-chain pass (optimize_and_compare_chain) costs
-  milliseconds per chain; `ragmon.collectors.sql_values.all_of`, ``if`` or an OR of ``> 0`` tests instead;
+  milliseconds per chain; `ragmon.sinks.sql_values.all_of`, ``if`` or an OR of ``> 0`` tests instead;
 - ``coalesce`` over the AnyValue oneof rather than ``multiIf``: it runs about twice as fast.
 
 Layers, innermost first. Layers 0–2 are `normalise_select`: it runs once per insert, in a materialized view
@@ -21,18 +21,18 @@ in one process; `benchmarks/collectors_decode.py` shows what each view now costs
 
 0. per resource (before the spans are joined: referring to the resource after the span ARRAY JOIN would copy
    it, with all its spans, into every span row): service, resource feature, the kept resource attributes.
-1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `ragmon.collectors.envelope`, which counts them);
-   ``a``: the span's attributes as a Map key → text (`ragmon.collectors.sql_values.value_text`), plus the first
+1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `ragmon.collectors.validate`, which counts them);
+   ``a``: the span's attributes as a Map key → text (`ragmon.sinks.sql_values.value_text`), plus the first
    ``exception`` event's attributes and the kept resource attributes under reserved key prefixes;
-   ``key_class``: one class per entry of ``a`` (`ragmon.collectors.sql_dialects.key_class`: consumed by a dialect,
+   ``key_class``: one class per entry of ``a`` (`ragmon.sinks.dialects_sql.key_class`: consumed by a dialect,
    attribute, content, OpenInference document field, reserved), computed once per key so every later test is
    an integer comparison; ``maybe_content``: whether any key is content, so spans without content skip the
    content map's work.
-2. each dialect field (`ragmon.collectors.sql_dialects`) as map lookups combined by precedence, counts clamped to
+2. each dialect field (`ragmon.sinks.dialects_sql`) as map lookups combined by precedence, counts clamped to
    UInt32, the documents of the first present source, the attributes map and the content map (entries picked
    by class, redacted, cut).
 3. exactly `ragmon.model.SPAN_COLUMNS` (or `CONTENT_COLUMNS`, for spans with content or documents), each cast to
-   its declared type; stage, cost from the price table (`ragmon.collectors.sql_pricing`), top-1 score and similarity gap
+   its declared type; stage, cost from the price table (`ragmon.sinks.pricing_sql`), top-1 score and similarity gap
    from the scores.
 
 Decisions kept from the Python normaliser this replaces:
@@ -53,10 +53,10 @@ Decisions kept from the Python normaliser this replaces:
   ``otel.status_description``;
   ``gen_ai.retrieval.documents`` stays when it is not a JSON list of documents. ``ragmon.tenant`` is dropped:
   the tenant is the envelope's, stamped from the API key. Exception event attributes and the kept resource
-  attributes are read as scalars (`ragmon.collectors.sql_values.scalar_text`): an array or kvlist there reads as empty.
+  attributes are read as scalars (`ragmon.sinks.sql_values.scalar_text`): an array or kvlist there reads as empty.
 - content: captured text (`sql_dialects.CONTENT_KEYS`, prefixes, document text) plus exception stack traces,
   cut to `max_content_chars`.
-- redaction (`ragmon.collectors.sql_redaction`, on by default): every value of `attributes` and `content` (so the
+- redaction (`ragmon.sinks.redaction`, on by default): every value of `attributes` and `content` (so the
   exception message, status message and stack trace too), and the span's name, user, session and error_type,
   before the cut (a cut must not leave half an email behind). Ids, timestamps, numbers and the low-cardinality
   labels (service, feature, model, provider, stage) are not redacted: they are not free text.
@@ -67,11 +67,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final
 
-from ragmon.collectors import sql_dialects as D
-from ragmon.collectors.sql_pricing import cost_expression, price_rates
-from ragmon.collectors.sql_redaction import DEFAULT as DEFAULT_REDACTION
-from ragmon.collectors.sql_redaction import Redaction
-from ragmon.collectors.sql_values import UINT32_MAX, all_of, quote, raw, scalar_text, text, truncated, value_text
+from ragmon.sinks import dialects_sql as D
+from ragmon.sinks.backend import quote_string as quote
+from ragmon.sinks.pricing_sql import cost_expression, price_rates
+from ragmon.sinks.redaction import DEFAULT as DEFAULT_REDACTION
+from ragmon.sinks.redaction import Redaction
+from ragmon.sinks.sql_values import UINT32_MAX, all_of, raw, scalar_text, text, truncated, value_text
 
 from ragmon import attributes as A
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
@@ -198,7 +199,7 @@ def _span_rows(source_table: str) -> str:
         ],
         resources,
         "\nARRAY JOIN scope_spans AS ss\nARRAY JOIN ss.spans AS sp\n"
-        # invalid spans: the same rules ragmon.collectors.envelope counts them by (partial_success)
+        # invalid spans: the same rules ragmon.collectors.validate counts them by (partial_success)
         f"WHERE {all_of(*valid)}",
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ragmon.collectors.sql_values import quote
+from ragmon.sinks.backend import quote_string as quote
 
 from ragmon.pricing import ModelPrice, PriceTable
 

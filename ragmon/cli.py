@@ -29,7 +29,7 @@ def _lazy(module: str, add_arguments: str, run: str) -> Callable[[argparse.Argum
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] = {
     "demo": (
         "run the instrumented sample RAG app through an embedded agent and report",
-        _lazy("ragmon.demo.run", "add_arguments", "main"),
+        _lazy("ragmon.demo.command", "add_arguments", "main"),
     ),
     "serve": (
         "run the agent: OTLP receivers, tail sampler, ClickHouse store",

@@ -29,6 +29,7 @@ import ragmon
 from ragmon import attributes as attr
 from ragmon.demo import embedder as embedder_module
 from ragmon.demo.app import INJECTED_FAULTS_ATTRIBUTE, RagApp
+from ragmon.demo.command import add_arguments, main
 from ragmon.demo.embedder import EmbedderUnavailableError, HashingEmbedder, make_embedder, minilm_available
 from ragmon.demo.errors import GeneratorError, RateLimitError
 from ragmon.demo.evaluate import evaluate
@@ -37,7 +38,7 @@ from ragmon.demo.generator import ExtractiveGenerator, OpenAICompatibleGenerator
 from ragmon.demo.passages import load_corpus, load_questions, parse_markdown
 from ragmon.demo.reranker import OverlapReranker
 from ragmon.demo.retriever import Retriever
-from ragmon.demo.run import add_arguments, main, run_demo
+from ragmon.demo.run import run_demo
 from ragmon.demo.text import sentences
 
 SLOW_MS = 30.0

@@ -16,6 +16,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,12 +154,31 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
 
 def traffic_of(args: argparse.Namespace) -> Any:
     """The `ragmon.sinks.traffic.Traffic` that --eval-run / --eval ask for; raises CommandError for an empty name."""
+    return chosen_traffic(eval_run=getattr(args, "eval_run", None), evaluation=getattr(args, "eval", False))
+
+
+def chosen_traffic(*, eval_run: str | None = None, evaluation: bool = False) -> Any:
+    """Production traffic by default, else one eval run's (`eval_run`) or every run's (`evaluation`)."""
     from ragmon.sinks.traffic import Traffic
 
     try:
-        return Traffic.of(eval_run=getattr(args, "eval_run", None), evaluation=getattr(args, "eval", False))
+        return Traffic.of(eval_run=eval_run, evaluation=evaluation)
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
+
+
+def format_sampler_counts(counts: Mapping[str, int]) -> str:
+    """A sampler's own decision counts (`Sampler.counts`: `kept:<reason>`, `decided:skip|drop`) as the kept share
+    `ragmon report` prints."""
+    from ragmon.sinks.kept_share import format_kept_share, summarise
+
+    rows = []
+    for key, n in counts.items():
+        if key.startswith("kept:"):
+            rows.append({"feature": "", "outcome": "keep", "reason": key.split(":", 1)[1], "traces": n})
+        elif key in ("decided:skip", "decided:drop"):
+            rows.append({"feature": "", "outcome": key.split(":", 1)[1], "reason": "", "traces": n})
+    return format_kept_share(summarise(rows))
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ragmon.demo.run import __doc__ as run_doc
-from ragmon.demo.run import add_arguments, main
+from ragmon.demo.command import __doc__ as command_doc
+from ragmon.demo.command import add_arguments, main
 
-parser = argparse.ArgumentParser(prog="python -m ragmon.demo", description=(run_doc or "").splitlines()[0])
+parser = argparse.ArgumentParser(prog="python -m ragmon.demo", description=(command_doc or "").splitlines()[0])
 add_arguments(parser)
 sys.exit(main(parser.parse_args()))

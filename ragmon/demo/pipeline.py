@@ -24,6 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ragmon.demo.faults import Faults
+from ragmon.demo.run import run_demo
+
 _SETTLE_TIMEOUT_S = 60.0
 LIVE_SERVICE = "ragmon-demo"
 HISTORY_MINUTES = 60
@@ -68,7 +71,7 @@ def run_through_agent(
     the baseline is the same app. `eval_run`: the app's traffic is that `ragmon eval run`'s, so the report shows
     that run (production views leave eval runs out)."""
     from ragmon.agent.agent import Agent, DataDirInUse
-    from ragmon.agent.commands import format_report
+    from ragmon.agent.commands import chosen_traffic, format_report
     from ragmon.settings import load_settings
 
     settings = load_settings(
@@ -100,10 +103,8 @@ def run_through_agent(
             print("\nreport (what `ragmon report` shows):", file=out)
             print(format_report(agent.store.report(window_s)), file=out)
         else:
-            from ragmon.sinks.traffic import Traffic
-
             print(f"\nreport (what `ragmon report --eval-run {eval_run}` shows):", file=out)
-            print(format_report(agent.store.report(window_s, traffic=Traffic.of(eval_run=eval_run))), file=out)
+            print(format_report(agent.store.report(window_s, traffic=chosen_traffic(eval_run=eval_run))), file=out)
         _print_kept(agent, out)
         drift_alerts(agent, out, started, history_app or _fault_free_app)
         print(
@@ -139,16 +140,10 @@ def _settle(agent: Any) -> None:
 def _print_kept(agent: Any, out: TextIO) -> None:
     """What the sampler decided in this run (its own counts: the data dir may hold earlier demo runs), in the
     words `ragmon report` uses."""
+    from ragmon.agent.commands import format_sampler_counts
     from ragmon.agent.sampling import SamplerConfig
-    from ragmon.sinks.kept_share import format_kept_share, summarise
 
-    rows = []
-    for key, n in agent.sampler.counts.items():
-        if key.startswith("kept:"):
-            rows.append({"feature": "", "outcome": "keep", "reason": key.split(":", 1)[1], "traces": n})
-        elif key in ("decided:skip", "decided:drop"):
-            rows.append({"feature": "", "outcome": key.split(":", 1)[1], "reason": "", "traces": n})
-    print("\n" + format_kept_share(summarise(rows)), file=out)
+    print("\n" + format_sampler_counts(agent.sampler.counts), file=out)
     if agent.sampler_config == SamplerConfig.model_validate(DEMO_SAMPLING):
         print(
             f"  slow: over the demo's {DEMO_SLA_MS:.0f} ms SLA, or over the feature's recent p95 by 100 ms once it has"
@@ -158,9 +153,6 @@ def _print_kept(agent: Any, out: TextIO) -> None:
 
 
 def _fault_free_app(endpoint: str) -> object:
-    from ragmon.demo.faults import Faults
-    from ragmon.demo.run import run_demo
-
     return run_demo(
         HISTORY_SOURCE_REQUESTS, faults=Faults(), endpoint=endpoint, out=io.StringIO(), seed=1, show_spans=False
     )

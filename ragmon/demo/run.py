@@ -1,20 +1,17 @@
-"""`ragmon demo`: answer questions with the demo RAG app under a fault mix and print the spans it produced.
+"""Drive the demo RAG app: answer questions under a fault mix and print the spans it produced.
 
-Until the agent exists the spans are kept in memory (an OpenTelemetry `InMemorySpanExporter`) and printed as a
-table — trace, stage, name, duration, model, tokens, cost, top-1 score / similarity gap, status, note — then
-summarised per stage (count, p50/p95 latency, total cost). With `endpoint`, ragmon also exports them over
-OTLP/HTTP to that address. The CLI delegates here through `add_arguments` and `main`.
+Without an agent (`ragmon demo --local-only`) the spans are kept in memory (an OpenTelemetry `InMemorySpanExporter`)
+and printed as a table — trace, stage, name, duration, model, tokens, cost, top-1 score / similarity gap, status,
+note — then summarised per stage (count, p50/p95 latency, total cost). With `endpoint`, ragmon also exports them
+over OTLP/HTTP to that address.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -28,8 +25,8 @@ import ragmon
 from ragmon import attributes as attr
 from ragmon.demo.app import INJECTED_FAULTS_ATTRIBUTE, RagApp
 from ragmon.demo.embedder import make_embedder
-from ragmon.demo.faults import FAULT_STAGES, Faults, parse_stage_values
-from ragmon.demo.generator import Generator, OpenAICompatibleGenerator
+from ragmon.demo.faults import Faults
+from ragmon.demo.generator import Generator
 from ragmon.demo.passages import Question, load_corpus, load_questions
 
 SERVICE_NAME = "ragmon-demo"
@@ -210,97 +207,3 @@ def print_report(spans: Sequence[ReadableSpan], *, out: TextIO = sys.stdout, sho
             "cost $ 0: the demo's embedder and generator run locally and are free (--llm-base-url prices a real model)",
             file=out,
         )
-
-
-# --- CLI ----------------------------------------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    stages = ", ".join(FAULT_STAGES)
-    parser.add_argument("-n", "--requests", type=int, default=20, help="questions to answer (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for question order and faults (default 0)")
-    parser.add_argument("--endpoint", help="also export spans over OTLP/HTTP to this agent, e.g. http://127.0.0.1:4318")
-    parser.add_argument(
-        "--embedder",
-        choices=("hashing", "minilm", "auto"),
-        default="hashing",
-        help="query/passage embedder (default: hashing, deterministic and offline)",
-    )
-    parser.add_argument("--summary-only", action="store_true", help="print only the per-stage summary")
-    parser.add_argument(
-        "--data-dir", type=Path, default=Path(".ragmon"), help="the embedded agent's store (default ./.ragmon)"
-    )
-    parser.add_argument(
-        "--local-only", action="store_true", help="no agent: print the spans the SDK recorded, nothing stored"
-    )
-    parser.add_argument("--spans", action="store_true", help="with the agent: also print every span")
-    faults = parser.add_argument_group("faults (default: a small mix of each; any option here replaces the mix)")
-    faults.add_argument("--no-faults", action="store_true", help="inject nothing")
-    faults.add_argument("--slow", action="append", metavar="STAGE=MS", help=f"extra latency; stages: {stages}")
-    faults.add_argument("--slow-rate", type=float, help="fraction of a slow stage's calls that are slowed (default 1)")
-    faults.add_argument("--error", action="append", metavar="STAGE=RATE", help="probability a stage raises")
-    faults.add_argument("--unfaithful-rate", type=float, help="probability an answer gains a fabricated claim")
-    faults.add_argument("--norm-bug", action="store_true", help="query vectors stop being unit length")
-    faults.add_argument("--no-tools", action="store_true", help="never call the settings-lookup tool")
-    llm = parser.add_argument_group("LLM (default: the offline extractive generator)")
-    llm.add_argument("--llm-base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:11434/v1")
-    llm.add_argument("--llm-model", default="gpt-4o-mini", help="model name sent to the endpoint")
-    llm.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
-    llm.add_argument("--llm-stream", action="store_true", help="stream the answer (records time to first token)")
-
-
-def faults_from_args(args: argparse.Namespace) -> Faults:
-    if args.no_faults:
-        return Faults(tool_calls=not args.no_tools)
-    chosen = (args.slow, args.slow_rate, args.error, args.unfaithful_rate, args.norm_bug or None)
-    if all(value is None for value in chosen):
-        return Faults(
-            slow_ms=DEMO_FAULTS.slow_ms,
-            slow_rate=DEMO_FAULTS.slow_rate,
-            error_rate=DEMO_FAULTS.error_rate,
-            unfaithful_rate=DEMO_FAULTS.unfaithful_rate,
-            tool_calls=not args.no_tools,
-        )
-    return Faults(
-        slow_ms=parse_stage_values(args.slow, "--slow"),
-        slow_rate=1.0 if args.slow_rate is None else args.slow_rate,
-        error_rate=parse_stage_values(args.error, "--error"),
-        unfaithful_rate=args.unfaithful_rate or 0.0,
-        norm_bug=args.norm_bug,
-        tool_calls=not args.no_tools,
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    try:
-        faults = faults_from_args(args)
-    except ValueError as exc:
-        print(f"ragmon demo: {exc}", file=sys.stderr)
-        return 2
-    generator = None
-    if args.llm_base_url:
-        generator = OpenAICompatibleGenerator(
-            args.llm_base_url, args.llm_model, os.environ.get(args.llm_api_key_env), stream=args.llm_stream
-        )
-    if args.local_only or args.endpoint:
-        return run_demo(
-            args.requests,
-            faults=faults,
-            endpoint=args.endpoint,
-            seed=args.seed,
-            embedder=args.embedder,
-            generator=generator,
-            show_spans=not args.summary_only,
-        )
-    from ragmon.demo.pipeline import run_through_agent
-
-    def app(endpoint: str) -> int:
-        return run_demo(
-            args.requests,
-            faults=faults,
-            endpoint=endpoint,
-            seed=args.seed,
-            embedder=args.embedder,
-            generator=generator,
-            show_spans=args.spans,
-        )
-
-    return run_through_agent(args.data_dir, app)

@@ -8,20 +8,13 @@ owns the data directory). Rows of one alert (firing, then resolved) are collapse
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from types import ModuleType
 from typing import Any
 
-
-def _commands() -> ModuleType:
-    # Resolved at run time on purpose: a static import makes `mypy --strict ragmon/agent/drift` walk the whole agent
-    # (API, store) through the functions `commands` imports lazily, and report their errors as this package's.
-    return importlib.import_module("ragmon.agent.commands")
-
+from ragmon.agent import commands
 
 ALERT_FIELDS = (
     "alert_id",
@@ -46,7 +39,6 @@ ALERT_FIELDS = (
 
 
 def add_alerts_arguments(parser: argparse.ArgumentParser) -> None:
-    commands = _commands()
     parser.add_argument("--json", action="store_true", help="a JSON array of alerts (a stable contract)")
     parser.add_argument(
         "--since", type=commands.parse_duration_s, default=86_400.0, help="recent window, e.g. 1h, 7d (default 24h)"
@@ -67,7 +59,6 @@ def alerts_sql(since_s: float, limit: int) -> str:
 
 
 def alerts(args: argparse.Namespace) -> int:
-    commands = _commands()
     try:
         rows: list[dict[str, Any]] = commands._read(args, "query", sql=alerts_sql(args.since, args.limit))
     except commands.CommandError as exc:
@@ -93,7 +84,6 @@ _HISTORY_NEEDED = "the default rules need about an hour of traffic before they c
 def _history_note(args: argparse.Namespace) -> str:
     """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has
     (production: evaluation runs never feed the drift rules, `ragmon.sinks.traffic`)."""
-    commands = _commands()
     why = "  drift rules compare recent traffic with a baseline of earlier traffic"
     try:
         (row,) = commands._read(

@@ -464,7 +464,7 @@ def _compare(args: argparse.Namespace) -> None:
             subprocess.run(worktree, check=True)
             # The same benchmark drives both trees (an older script would measure differently: its senders opened a
             # connection per request); each run still imports and serves its own tree's code.
-            for script in ("ingest.py", "_minimal_sink.py"):
+            for script in ("ingest.py", "_minimal_sink.py", "_source_tree.py"):
                 shutil.copy2(Path(__file__).with_name(script), baseline / "benchmarks" / script)
         trees = {"this tree": REPO, args.against: baseline}
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}

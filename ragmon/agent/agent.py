@@ -308,8 +308,8 @@ class Agent:
     ) -> list[dict[str, Any]]:
         return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
 
-    def _query(self, sql: str, tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
-        return self.store.query(sql, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)
+    def _query(self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
+        return self.store.query(sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)
 
     def _recent_p95(self, feature: str, stage: str) -> float | None:
         """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the sampling thread."""

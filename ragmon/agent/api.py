@@ -5,7 +5,7 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
     GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`);
          [&traffic=evaluation | &eval_run=NAME]   production traffic unless asked for every eval run's, or one
                                                   (`ragmon.sinks.traffic`)
-    POST /api/query   {"sql": "SELECT …"[, "max_rows": N]}
+    POST /api/query   {"sql": "SELECT …"[, "params": {…}][, "max_rows": N]}
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
@@ -45,7 +45,8 @@ _HEADERS = {
 }
 
 ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
-QueryFn = Callable[[str, "str | None", int], list[dict[str, Any]]]  # sql, tenant, max_rows (then one more)
+# sql, its bound {name:Type} parameters, tenant, max_rows (then one more)
+QueryFn = Callable[[str, dict[str, Any], "str | None", int], list[dict[str, Any]]]
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
 
@@ -132,14 +133,21 @@ class ApiServer:
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
                     sql, max_rows = body["sql"], body.get("max_rows", _DEFAULT_MAX_ROWS)
+                    params = body.get("params", {})
                     if not isinstance(sql, str):
                         raise TypeError("sql must be a string")
+                    if not isinstance(params, dict) or not all(
+                        type(v) in (str, int, float, bool) for v in params.values()
+                    ):
+                        raise TypeError("params must be an object of strings and numbers")
                     if type(max_rows) is not int or not 1 <= max_rows <= _MAX_ROWS:
                         raise TypeError(f"max_rows must be an integer from 1 to {_MAX_ROWS}")
                 except (ValueError, KeyError, TypeError) as exc:
-                    self._reply(400, {"error": f'expected {{"sql": "SELECT ...", "max_rows": N}}: {exc}'})
+                    self._reply(
+                        400, {"error": f'expected {{"sql": "SELECT ...", "params": {{}}, "max_rows": N}}: {exc}'}
+                    )
                     return
-                self._run(lambda: api.query(sql, tenant, max_rows))
+                self._run(lambda: api.query(sql, params, tenant, max_rows))
 
             def _judge(self, path: str) -> None:
                 judge = api.judge

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ragmon import attributes as attr
 from ragmon.evaluation.errors import EvalInputError
+from ragmon.sinks.backeval_sql import Query, eval_row_ids, kept_traces_page
 
 PAGE_ROWS = 1_000  # under the query API's 10,000-row cap
 
@@ -64,45 +64,15 @@ class TraceSource(Protocol):
     def close(self) -> None: ...
 
 
-def _quote(value: str) -> str:
-    from ragmon.sinks.backend import quote_string
-
-    return quote_string(value)
-
-
-def _table(selection: Selection, name: str) -> str:
-    return f"{selection.database}.{name}" if selection.database else name
-
-
-def selection_sql(selection: Selection, *, offset: int, page_rows: int) -> str:
-    """One page of the selection. Values are inlined as quoted literals: the agent's query API takes SQL text."""
-    spans = _table(selection, "spans")
-    where = [f"start_time >= now64(9) - toIntervalSecond({int(selection.since_s)})"]
-    if selection.feature is not None:
-        where.append(f"feature = {_quote(selection.feature)}")
-    if selection.eval_run is not None:
-        # by the spans' attribute, not the payload's column: payloads copied before schema v7 have eval_run ''
-        where.append(
-            f"trace_id IN (SELECT trace_id FROM {spans}"
-            f" WHERE attributes[{_quote(attr.RAGMON_EVAL_RUN)}] = {_quote(selection.eval_run)})"
-        )
-    else:
-        where.append("eval_run != ''" if selection.evaluation else "eval_run = ''")
-    return (
-        "SELECT tenant, trace_id, feature, question, answer,"
-        " arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,"
-        " sampling_reason, inclusion_probability"
-        f" FROM {_table(selection, 'payloads')} FINAL WHERE {' AND '.join(where)}"
-        f" ORDER BY start_time, tenant, trace_id LIMIT {int(page_rows)} OFFSET {int(offset)}"
-    )
-
-
-def row_ids_sql(selection: Selection, trace_ids: list[str]) -> str:
-    key = _quote(attr.RAGMON_EVAL_ROW_ID)
-    listed = ", ".join(_quote(t) for t in trace_ids)
-    return (
-        f"SELECT tenant, trace_id, any(attributes[{key}]) AS row_id FROM {_table(selection, 'spans')}"
-        f" WHERE trace_id IN ({listed}) AND attributes[{key}] != '' GROUP BY tenant, trace_id"
+def _page(selection: Selection, offset: int, page_rows: int) -> Query:
+    return kept_traces_page(
+        since_s=selection.since_s,
+        feature=selection.feature,
+        eval_run=selection.eval_run,
+        evaluation=selection.evaluation,
+        offset=offset,
+        page_rows=page_rows,
+        database=selection.database,
     )
 
 
@@ -122,16 +92,17 @@ def _trace(row: dict[str, Any], row_ids: dict[tuple[str, str], str]) -> KeptTrac
     )
 
 
-QueryFn = Callable[[str], list[dict[str, Any]]]
+QueryFn = Callable[[str, dict[str, Any]], list[dict[str, Any]]]  # SQL, its bound parameters -> rows
 
 
 def select_with(query: QueryFn, selection: Selection, page_rows: int = PAGE_ROWS) -> list[KeptTrace]:
-    """Run the selection page by page through ``query`` (SQL text → rows)."""
+    """Run the selection page by page through ``query`` (SQL and parameters → rows)."""
     traces: list[KeptTrace] = []
     for page in _pages(query, selection, page_rows):
         trace_ids = sorted({str(r["trace_id"]) for r in page})
         ids = {
-            (str(r["tenant"]), str(r["trace_id"])): str(r["row_id"]) for r in query(row_ids_sql(selection, trace_ids))
+            (str(r["tenant"]), str(r["trace_id"])): str(r["row_id"])
+            for r in query(*eval_row_ids(trace_ids, database=selection.database))
         }
         traces.extend(_trace(row, ids) for row in page)
         if selection.limit is not None and len(traces) >= selection.limit:
@@ -142,7 +113,7 @@ def select_with(query: QueryFn, selection: Selection, page_rows: int = PAGE_ROWS
 def _pages(query: QueryFn, selection: Selection, page_rows: int) -> Iterator[list[dict[str, Any]]]:
     offset = 0
     while True:
-        page = query(selection_sql(selection, offset=offset, page_rows=page_rows))
+        page = query(*_page(selection, offset, page_rows))
         if page:
             yield page
         if len(page) < page_rows:
@@ -161,7 +132,7 @@ class StoreTraceSource:
         from ragmon.sinks.errors import StoreError
 
         try:
-            return select_with(lambda sql: list(self.store.query(sql)), selection)
+            return select_with(lambda sql, params: list(self.store.query(sql, params)), selection)
         except StoreError as exc:
             raise EvalInputError(f"cannot read kept traces from the store: {exc}") from exc
 
@@ -179,12 +150,15 @@ class AgentTraceSource:
     timeout_s: float = 60.0
     requests: list[str] = field(default_factory=list)
 
-    def _query(self, sql: str) -> list[dict[str, Any]]:
+    def _query(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(
-            f"{self.api_url}/api/query", data=json.dumps({"sql": sql}).encode(), headers=headers, method="POST"
+            f"{self.api_url}/api/query",
+            data=json.dumps({"sql": sql, "params": params}).encode(),
+            headers=headers,
+            method="POST",
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:

@@ -4,6 +4,7 @@ stderr, no error in the log, and the next request is answered."""
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import socket
 import struct
@@ -47,3 +48,32 @@ def test_a_client_that_drops_a_reply_is_not_an_error(
         server.stop()
     assert "Traceback" not in capsys.readouterr().err
     assert [record.getMessage() for record in caplog.records] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "passed"),
+    [
+        ({"sql": "SELECT {n:UInt8}", "params": {"n": 1, "s": "x"}}, 200, {"n": 1, "s": "x"}),
+        ({"sql": "SELECT 1"}, 200, {}),
+        ({"sql": "SELECT 1", "params": ["n", 1]}, 400, None),
+        ({"sql": "SELECT 1", "params": {"n": [1, 2]}}, 400, None),
+    ],
+)
+def test_a_query_passes_its_bound_parameters_to_the_store(body: dict[str, object], status: int, passed: object) -> None:
+    calls: list[tuple[object, ...]] = []
+
+    def query(sql: str, params: dict[str, object], tenant: str | None, max_rows: int) -> list[dict[str, int]]:
+        calls.append((sql, params, tenant, max_rows))
+        return [{"n": 1}]
+
+    server = ApiServer("127.0.0.1", 0, lambda *a: [], query, ApiKeyAuth()).start()
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    try:
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/api/query", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        assert (reply.status, reply.read() != b"") == (status, True)
+        conn.close()
+    finally:
+        server.stop()
+    assert calls == ([(body["sql"], passed, None, 10_000)] if status == 200 else [])

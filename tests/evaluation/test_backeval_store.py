@@ -86,9 +86,9 @@ def test_pages_cover_the_selection_once(store: Store) -> None:
     seed(store)
     queries: list[str] = []
 
-    def query(sql: str) -> list[dict[str, object]]:
+    def query(sql: str, params: dict[str, object]) -> list[dict[str, object]]:
         queries.append(sql)
-        return store.query(sql)
+        return store.query(sql, params)
 
     selection = Selection(since_s=30 * 86400, database=store.topology.database)
     paged = select_with(query, selection, page_rows=1)

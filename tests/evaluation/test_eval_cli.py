@@ -69,7 +69,8 @@ def test_import_hygiene() -> None:
     # `import ragmon` must not pull in evaluation; the CLI module must not pull in numpy until a command runs.
     script = (
         "import sys, ragmon; assert 'ragmon.evaluation' not in sys.modules;"
-        "import ragmon.evaluation.cli; assert 'numpy' not in sys.modules, 'numpy imported eagerly'"
+        "import ragmon.evaluation.cli, ragmon.evaluation.gate_cli, ragmon.evaluation.backeval_cli;"
+        "assert 'numpy' not in sys.modules, 'numpy imported eagerly'"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ragmon.evaluation.bootstrap import bootstrap_delta_ci
-from ragmon.evaluation.cli import add_gate_arguments, gate
+from ragmon.evaluation.gate_cli import add_gate_arguments, gate
 
 Writer = Callable[[str, Iterable[Mapping[str, Any]]], Path]
 

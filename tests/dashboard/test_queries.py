@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 from ragmon.sinks import Store
+from ragmon.sinks.dashboard_queries import DashboardQueries, bucket_step_s
 from ragmon.sinks.schema import QUANTILE_ACCURACY
 
-from ragmon.agent.dashboard.queries import DashboardQueries, bucket_step_s
 from tests.dashboard.known_rows import (
     HOSTILE,
     Span,

@@ -6,9 +6,9 @@ feature and model, sampling-weighted quality trends, open alerts, and kept trace
 
 from __future__ import annotations
 
-from ragmon.agent.dashboard.queries import DashboardQueries, DashboardStore
 from ragmon.agent.dashboard.routes import Dashboard, Response
 from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.sinks.dashboard_queries import DashboardQueries, DashboardStore
 
 __all__ = ["Dashboard", "DashboardQueries", "DashboardStore", "Response", "create_dashboard"]
 

@@ -37,8 +37,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from ragmon.agent.dashboard.assets import Assets
-from ragmon.agent.dashboard.queries import MAX_TRACES, MAX_WINDOW_S, MIN_WINDOW_S, DashboardQueries
 from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.sinks.dashboard_queries import MAX_TRACES, MAX_WINDOW_S, MIN_WINDOW_S, DashboardQueries
 from ragmon.sinks.errors import QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
 

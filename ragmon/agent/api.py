@@ -9,6 +9,9 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
+    GET  /api/labels/scored?since_s=[&judge_version=V]  people's labels beside the judge's scores of the same
+                                                  traces (`ragmon calibrate --from-store` beside a running agent)
+    POST /api/dashboard/labels                    a reviewer's labels (`ragmon.agent.dashboard.review`)
     POST /api/judge/payloads {"tenant", "trace_ids"}  a `ragmon judge` worker's leased traces' payloads, by id
     POST /api/judge/scores   {"rows": [...]}          its score rows (idempotent: an identical re-send is dropped)
 
@@ -27,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.agent.reviewers import KeyAuth
 from ragmon.sinks.errors import QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
 
@@ -46,6 +49,7 @@ _HEADERS = {
 
 ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
 QueryFn = Callable[[str, "str | None", int], list[dict[str, Any]]]  # sql, tenant, max_rows (then one more)
+LabelledFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, judge_version, tenant
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
 
@@ -76,9 +80,11 @@ class ApiServer:
         port: int,
         report: ReportFn,
         query: QueryFn,
-        auth: ApiKeyAuth,
+        auth: KeyAuth,
         dashboard: Dashboard | None = None,
         judge: JudgeApi | None = None,
+        *,
+        labelled_scores: LabelledFn | None = None,
     ) -> None:
         api = self
 
@@ -111,6 +117,18 @@ class ApiServer:
                         return
                     feature = params.get("feature", [None])[0]
                     self._run(lambda: api.report(since_s, feature, tenant, traffic))
+                elif url.path == "/api/labels/scored" and api.labelled_scores is not None:
+                    labelled = api.labelled_scores
+                    params = parse_qs(url.query)
+                    try:
+                        since_s = float(params.get("since_s", ["2592000"])[0])
+                        if not since_s > 0:
+                            raise ValueError
+                    except ValueError:
+                        self._reply(400, {"error": "since_s must be a positive number of seconds"})
+                        return
+                    version = params.get("judge_version", [None])[0]
+                    self._run(lambda: labelled(since_s, version, tenant))
                 else:
                     self._reply(404, {"error": f"no such endpoint: {url.path}"})
 
@@ -118,6 +136,11 @@ class ApiServer:
                 path = urlsplit(self.path).path
                 if path.startswith("/api/judge/"):
                     self._judge(path)
+                    return
+                if api.dashboard is not None and api.dashboard.handles_post(path):
+                    headers = {name.lower(): value for name, value in self.headers.items()}
+                    length = int(self.headers.get("Content-Length") or 0)
+                    self._send(api.dashboard.post(path, headers, length, self.rfile.read))
                     return
                 if path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})
@@ -221,6 +244,7 @@ class ApiServer:
         self.auth = auth
         self.dashboard = dashboard
         self.judge = judge
+        self.labelled_scores = labelled_scores
         self._server = _QuietServer((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="ragmon-api", daemon=True)
 

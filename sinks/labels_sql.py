@@ -66,6 +66,14 @@ def review_queue_sql(ddl: Ddl) -> str:
     )
 
 
+def reviewer_label_count_sql(ddl: Ddl) -> str:
+    """How many traces `reviewer` has labelled for `metric` (current labels)."""
+    return (
+        f"SELECT count() AS n FROM {ddl.table(LABELS_TABLE)} FINAL"
+        " WHERE metric = {metric:String} AND reviewer = {reviewer:String}"
+    )
+
+
 def trace_labels_sql(ddl: Ddl) -> str:
     """The current labels of one trace, every metric and reviewer."""
     return (

@@ -33,7 +33,13 @@ from ragmon.sinks import otlp_ingest
 from ragmon.sinks.arrow import to_rows, to_table
 from ragmon.sinks.backend import Backend, Settings
 from ragmon.sinks.errors import PartlyStored, StoreError
-from ragmon.sinks.labels_sql import kept_trace_sql, labelled_scores_sql, review_queue_sql, trace_labels_sql
+from ragmon.sinks.labels_sql import (
+    kept_trace_sql,
+    labelled_scores_sql,
+    review_queue_sql,
+    reviewer_label_count_sql,
+    trace_labels_sql,
+)
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql, tenant_filter_settings
 from ragmon.sinks.rollup_sql import rollup_sql
@@ -287,6 +293,12 @@ class Store:
             "reviewer": reviewer,
         }
         return self._select(review_queue_sql(self._ddl), params, settings=self._tenant_settings(tenant), readonly=True)
+
+    def reviewer_label_count(self, metric: str, reviewer: str, *, tenant: str | None) -> int:
+        """Traces `reviewer` has labelled for `metric`."""
+        params = {"metric": metric, "reviewer": reviewer}
+        sql = reviewer_label_count_sql(self._ddl)
+        return int(self._select(sql, params, settings=self._tenant_settings(tenant), readonly=True)[0]["n"])
 
     def trace_labels(self, trace_id: str, *, tenant: str | None) -> list[dict[str, Any]]:
         """A trace's current labels, every metric and reviewer."""

@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from ragmon.agent.label_input import MAX_BODY_BYTES as MAX_LABEL_BODY_BYTES
 from ragmon.agent.reviewers import KeyAuth
 from ragmon.sinks.errors import QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
@@ -140,7 +141,12 @@ class ApiServer:
                 if api.dashboard is not None and api.dashboard.handles_post(path):
                     headers = {name.lower(): value for name, value in self.headers.items()}
                     length = int(self.headers.get("Content-Length") or 0)
-                    self._send(api.dashboard.post(path, headers, length, self.rfile.read))
+                    # Read whatever is answered, refusals included: an unread body on a kept-alive connection
+                    # would be parsed as the browser's next request. One too large is not read: the connection
+                    # closes after the answer instead.
+                    body = self.rfile.read(length) if length <= MAX_LABEL_BODY_BYTES else None
+                    self.close_connection = self.close_connection or body is None
+                    self._send(api.dashboard.post(path, headers, body))
                     return
                 if path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})

@@ -77,6 +77,8 @@ def test_the_review_queue_offers_every_score_bin_and_skips_what_the_reviewer_lab
     assert first not in {r["trace_id"] for r in again}
     assert [r["bin"] for r in again] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert again[0]["labelled_in_bin"] == 1
+    assert store.reviewer_label_count("faithfulness", "alice", tenant="acme") == 1
+    assert store.reviewer_label_count("faithfulness", "alice", tenant="globex") == 0
     # another reviewer still gets it: their labels overlap alice's (same order)
     bob = store.review_queue("faithfulness", since_s=3600, per_bin=2, bins=5, reviewer="bob", tenant="acme")
     assert [r["trace_id"] for r in bob] == [r["trace_id"] for r in queue]

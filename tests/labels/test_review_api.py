@@ -189,3 +189,19 @@ def test_with_no_reviewer_keys_labelling_is_off_and_reads_are_as_before(filled: 
     finally:
         server.stop()
     assert _written(filled) == 0
+
+
+def test_a_refused_write_leaves_the_connection_usable(client: Client) -> None:
+    """A browser keeps the connection alive: the refused body must have been read, not parsed as the next request."""
+    conn = http.client.HTTPConnection(client.host, client.port, timeout=30)
+    try:
+        body = json.dumps(_labels(OURS)).encode()
+        conn.request("POST", "/api/dashboard/labels", body=body, headers={"x-api-key": READ_KEYS["acme"]})
+        refused = conn.getresponse()
+        assert refused.status == 403
+        refused.read()
+        conn.request("GET", "/api/dashboard/whoami", headers={"x-api-key": READ_KEYS["acme"]})
+        answer = conn.getresponse()
+        assert answer.status == 200 and json.loads(answer.read())["tenant"] == "acme"
+    finally:
+        conn.close()

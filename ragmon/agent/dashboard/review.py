@@ -49,6 +49,8 @@ class ReviewStore(Protocol):
 
     def trace_labels(self, trace_id: str, *, tenant: str | None) -> list[dict[str, Any]]: ...
 
+    def reviewer_label_count(self, metric: str, reviewer: str, *, tenant: str | None) -> int: ...
+
     def labelled_scores(
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
     ) -> list[dict[str, Any]]: ...
@@ -141,6 +143,7 @@ class Review:
         return {
             "metric": metric,
             "reviewer": reviewer or None,
+            "labelled_by_you": self.store.reviewer_label_count(metric, reviewer, tenant=tenant) if reviewer else 0,
             "bins": [
                 {"low": b / BINS, "high": (b + 1) / BINS, **bins.get(b, {"traces": None, "labelled": None})}
                 for b in range(BINS)
@@ -160,9 +163,10 @@ class Review:
         }
 
     # -- the write -----------------------------------------------------------------------------------------
-    def post(self, headers: Mapping[str, str], length: int, read_body: Any, read_tenant: str | None) -> Any:
-        """Write one trace's labels; `read_tenant` is what the presented key may read (None: no read key matched,
-        or reads are open). Raises ReviewError for every refusal, before anything is written."""
+    def post(self, headers: Mapping[str, str], body: bytes | None, read_tenant: str | None) -> Any:
+        """Write one trace's labels; `body` None when it was larger than MAX_BODY_BYTES (not read); `read_tenant`
+        is what the presented key may read (None: no read key matched, or reads are open). Raises ReviewError
+        for every refusal, before anything is written."""
         reviewer = self.reviewers.reviewer_for(headers.get("authorization"), headers.get("x-api-key"))
         if reviewer is None:
             if not self.reviewers.configured:
@@ -170,14 +174,14 @@ class Review:
             if read_tenant is not None:
                 raise ReviewError(403, "this key may read but not write labels: sign in with a reviewer key")
             raise ReviewError(401, "a reviewer key is required to write labels")
-        if length > MAX_BODY_BYTES:
+        if body is None:
             raise ReviewError(413, f"a label submission is at most {MAX_BODY_BYTES // 1024} KiB")
         try:
-            body = json.loads(read_body(length) or b"null")
+            decoded = json.loads(body or b"null")
         except ValueError as exc:
             raise ReviewError(400, f"the body is not JSON: {exc}") from None
         try:
-            submission = parse_submission(body, self.metrics)
+            submission = parse_submission(decoded, self.metrics)
         except BadLabels as exc:
             raise ReviewError(400, str(exc)) from None
         try:

@@ -177,8 +177,9 @@ class Dashboard:
     def handles_post(self, path: str) -> bool:
         return self.review is not None and path == Review.POST_PATH
 
-    def post(self, path: str, headers: Mapping[str, str], length: int, read_body: Callable[[int], bytes]) -> Response:
-        """Answer one POST (a reviewer's labels); `headers` with lower-case names. Never raises."""
+    def post(self, path: str, headers: Mapping[str, str], body: bytes | None) -> Response:
+        """Answer one POST (a reviewer's labels); `headers` with lower-case names, `body` None when it was too
+        large to read. Never raises."""
         try:
             if self.review is None or path != Review.POST_PATH:
                 return _json(404, {"error": f"no such endpoint: {path}"})
@@ -187,7 +188,7 @@ class Dashboard:
             read_tenant = self.auth.tenant_for(headers.get("authorization"), headers.get("x-api-key"))
             if not self.auth.required:
                 read_tenant = None  # open reads prove nothing about the key
-            return _json(200, self.review.post(headers, length, read_body, read_tenant))
+            return _json(200, self.review.post(headers, body, read_tenant))
         except ReviewError as exc:
             return _json(exc.status, {"error": str(exc)})
         except Exception as exc:  # a bug here must not take the agent down, nor leak a traceback

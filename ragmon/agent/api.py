@@ -51,6 +51,7 @@ _HEADERS = {
 ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
 QueryFn = Callable[[str, "str | None", int], list[dict[str, Any]]]  # sql, tenant, max_rows (then one more)
 LabelledFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, judge_version, tenant
+_MAX_LABEL_WINDOW_S = 10 * 366 * 86400  # labels live a year by default; a decade bounds the engine's UInt32
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
 
@@ -123,10 +124,12 @@ class ApiServer:
                     params = parse_qs(url.query)
                     try:
                         since_s = float(params.get("since_s", ["2592000"])[0])
-                        if not since_s > 0:
+                        if not 0 < since_s <= _MAX_LABEL_WINDOW_S:
                             raise ValueError
                     except ValueError:
-                        self._reply(400, {"error": "since_s must be a positive number of seconds"})
+                        self._reply(
+                            400, {"error": f"since_s must be seconds, above 0 and at most {_MAX_LABEL_WINDOW_S}"}
+                        )
                         return
                     version = params.get("judge_version", [None])[0]
                     self._run(lambda: labelled(since_s, version, tenant))

@@ -205,3 +205,9 @@ def test_a_refused_write_leaves_the_connection_usable(client: Client) -> None:
         assert answer.status == 200 and json.loads(answer.read())["tenant"] == "acme"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("since", ["nan", "inf", "0", "-5", "1e12", "a%20week"])
+def test_labelled_scores_refuse_a_window_that_is_not_one(client: Client, since: str) -> None:
+    status, answer = client.call("GET", f"/api/labels/scored?since_s={since}", headers={"x-api-key": "acme-read-key"})
+    assert status == 400 and "since_s" in answer["error"]

@@ -220,7 +220,10 @@ class Store:
         )
         engines = {row["name"]: row["engine_full"] for row in rows}
         for table, _, _ in TTL_COLUMNS:
-            if ttl_expression(table, self.retention) not in engines.get(self._ddl.storage_name(table), ""):
+            engine = engines.get(self._ddl.storage_name(table))
+            if engine is None:  # a migration list that stops short of the table's (an older ragmon's, a test's)
+                continue
+            if ttl_expression(table, self.retention) not in engine:
                 # Metadata only: old parts expire on their next merge instead of a rewrite of the table now.
                 self.backend.execute(
                     retention_statement(self.topology, table, self.retention),

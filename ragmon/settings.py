@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ragmon.memory import default_memory_limit, parse_size
 
@@ -94,6 +94,9 @@ class AgentSettings(_Section):
     # agent's sampler reads back its own spans by `ingest_seq`, whose top bits are this number.
     instance: int = Field(default=0, ge=0, le=4095)
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # tenant -> key
+    # tenant -> {reviewer name -> key}: keys that may also write labels of that tenant's kept traces (the review
+    # queue, `ragmon.agent.reviewers`); they read as the tenant's API keys do. A name per key, so a label says who.
+    reviewer_keys: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     # Write-ahead log: what an acknowledged request survives (see ragmon/agent/wal.py).
     fsync: Literal["always", "interval", "never"] = "interval"
     fsync_interval_ms: int = Field(default=50, ge=1)
@@ -116,6 +119,23 @@ class AgentSettings(_Section):
     # [agent.alerts]: drift rules and channels, validated at start-up (ragmon/agent/drift/rules.py: AlertsConfig)
     alerts: dict[str, Any] = Field(default_factory=dict)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+
+    @model_validator(mode="after")
+    def _distinct_keys(self) -> AgentSettings:
+        """A reviewer key must be nobody else's: were it also a read key (or another reviewer's), that key could
+        write, or a label would name the wrong person."""
+        seen: dict[str, str] = {
+            key.get_secret_value(): f"api_keys[{tenant!r}]" for tenant, key in self.api_keys.items()
+        }
+        for tenant, reviewers in self.reviewer_keys.items():
+            for name, key in reviewers.items():
+                where = f"reviewer_keys[{tenant!r}][{name!r}]"
+                if not name.strip() or not key.get_secret_value():
+                    raise ValueError(f"{where}: a reviewer needs a name and a non-empty key")
+                if key.get_secret_value() in seen:
+                    raise ValueError(f"{where} is the same key as {seen[key.get_secret_value()]}: give it its own")
+                seen[key.get_secret_value()] = where
+        return self
 
     @field_validator("memory_limit", mode="before")
     @classmethod
@@ -141,6 +161,9 @@ class JudgeSettings(_Section):
 
 
 class Settings(_Section):
+    # An error must not echo the input: it holds keys (a duplicate reviewer key's message would show its tail).
+    model_config = ConfigDict(extra="forbid", validate_default=True, hide_input_in_errors=True)
+
     sdk: SdkSettings = Field(default_factory=SdkSettings)
     export: ExportSettings = Field(default_factory=ExportSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)

@@ -81,7 +81,7 @@ from ragmon.sinks.backend import quote_string
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -103,6 +103,9 @@ class Retention:
     scores_days: int = 180
     alerts_days: int = 365
     rollups_days: int = 400
+    # People's labels of kept traces and the log of every label written (v8): they calibrate the judge, so they
+    # outlive the scores they are compared with by half a year.
+    labels_days: int = 365
     # Captured text per span (`span_content`) only has to outlive the sampler's decision window; counted from
     # arrival, not from the span's start time, so a late span is not dropped on arrival.
     content_hours: int = 24
@@ -184,6 +187,24 @@ ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("labels", "Map(String, String)"),
 )
 
+# v8: people's labels of kept traces (`ragmon.agent.dashboard` review queue), the truth the judge is calibrated on.
+# Every write lands in `label_writes` (the audit: never replaced); a view copies it into `labels`, where a later
+# label of the same (tenant, trace, metric, reviewer) replaces the earlier one (read with FINAL).
+LABEL_WRITES_TABLE = "label_writes"
+LABELS_TABLE = "labels"
+LABEL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tenant", "LowCardinality(String)"),
+    ("trace_id", "String"),
+    ("metric", "LowCardinality(String)"),  # the judge metric labelled: faithfulness, answer_relevance ...
+    ("reviewer", "String"),  # the name of the reviewer key that wrote it (`agent.reviewer_keys`)
+    ("label", "Bool"),  # true: the answer is faithful / relevant (the metric's good side); false: it is not
+    ("claim_labels", "Array(Tuple(claim String, label Bool))"),  # optional, per claim of the judge's: supported?
+    ("note", "String"),
+    ("judge_versions", "Array(LowCardinality(String))"),  # the judge versions whose scores the reviewer was shown
+    ("labelled_at", "DateTime64(3)"),
+)
+LABEL_ORDER = "tenant, metric, trace_id, reviewer"
+
 CONTENT_TABLE = "span_content"
 
 # The rollups the report reads (never raw spans): per minute from `spans`, per hour from the minutes.
@@ -254,6 +275,8 @@ SHARDING_KEYS: dict[str, str] = {
     ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
     HOUR_ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
     SAMPLING_TABLE: "cityHash64(tenant, feature)",
+    LABEL_WRITES_TABLE: TRACE_SHARDING_KEY,  # a label beside its trace's scores and its own audit rows
+    LABELS_TABLE: TRACE_SHARDING_KEY,
 }
 
 # Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
@@ -274,6 +297,9 @@ TENANT_TABLES = (
     HOUR_ROLLUP_TABLE,
     f"{HOUR_ROLLUP_TABLE}_mv",
     SAMPLING_TABLE,
+    LABEL_WRITES_TABLE,
+    LABELS_TABLE,
+    f"{LABELS_TABLE}_mv",
     # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
     *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
 )
@@ -375,6 +401,8 @@ TTL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     (ROLLUP_TABLE, "minute", "rollups_days"),
     (HOUR_ROLLUP_TABLE, "hour", "rollups_days"),
     (SAMPLING_TABLE, "minute", "rollups_days"),
+    (LABEL_WRITES_TABLE, "labelled_at", "labels_days"),
+    (LABELS_TABLE, "labelled_at", "labels_days"),
 )
 
 
@@ -666,6 +694,34 @@ def _v7(ddl: Ddl) -> list[str | Step]:
     ]
 
 
+def _v8(ddl: Ddl, r: Retention) -> list[str]:
+    """People's labels (`LABEL_COLUMNS`): the audit log of every write, the latest label per (tenant, trace,
+    metric, reviewer), and the view between them — so one INSERT records a label and its audit row together."""
+    writes = ddl.create_table(
+        LABEL_WRITES_TABLE,
+        LABEL_COLUMNS,
+        engine=ddl.engine("MergeTree", LABEL_WRITES_TABLE),
+        partition_by="toYYYYMM(labelled_at)",
+        order_by=f"{LABEL_ORDER}, labelled_at",
+        ttl=_ttl("labelled_at", r.labels_days),
+    )
+    labels = ddl.create_table(
+        LABELS_TABLE,
+        LABEL_COLUMNS,
+        # A re-label by the same reviewer replaces theirs; another reviewer's label of the trace stays beside it.
+        engine=ddl.engine("ReplacingMergeTree", LABELS_TABLE, "labelled_at"),
+        partition_by=None,  # a label moved across months must still meet the one it replaces
+        order_by=LABEL_ORDER,
+        ttl=_ttl("labelled_at", r.labels_days),
+    )
+    names = ", ".join(quote_identifier(name) for name, _ in LABEL_COLUMNS)
+    view = (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(LABELS_TABLE + '_mv')}{ddl.on_cluster}"
+        f" TO {ddl.local(LABELS_TABLE)} AS\nSELECT {names} FROM {ddl.local(LABEL_WRITES_TABLE)}"
+    )
+    return [writes, *ddl.distributed(LABEL_WRITES_TABLE), labels, *ddl.distributed(LABELS_TABLE), view]
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -684,6 +740,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(5, "minute rollup fed by the agent after sampling (one call per nested run)", tuple(_v5(ddl))),
         Migration(6, "sampling decisions per minute, by outcome and first reason", tuple(_v6(ddl, retention))),
         Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
+        Migration(8, "labels of kept traces by people, and the log of every label written", tuple(_v8(ddl, retention))),
     ]
 
 

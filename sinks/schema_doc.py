@@ -109,6 +109,22 @@ def tables() -> list[TableDoc]:
             "SELECT outcome, reason, sum(traces) FROM sampling_1m WHERE minute > now() - INTERVAL 1 DAY"
             " GROUP BY outcome, reason",
         ),
+        TableDoc(
+            schema.LABELS_TABLE,
+            "people's labels of kept traces, the latest per trace, metric and reviewer"
+            f" (kept {days.labels_days} days; read with FINAL)",
+            schema.LABEL_COLUMNS,
+            _notes(schema, "LABEL_COLUMNS"),
+            "SELECT metric, label, count() FROM labels FINAL GROUP BY metric, label",
+        ),
+        TableDoc(
+            schema.LABEL_WRITES_TABLE,
+            f"every label written, as written: who, when, what (kept {days.labels_days} days; never replaced)",
+            schema.LABEL_COLUMNS,
+            _notes(schema, "LABEL_COLUMNS"),
+            "SELECT labelled_at, reviewer, trace_id, metric, label, note FROM label_writes ORDER BY labelled_at DESC"
+            " LIMIT 20",
+        ),
     ]
 
 

@@ -34,6 +34,13 @@ from ragmon.sinks.arrow import to_rows, to_table
 from ragmon.sinks.backend import Backend, Settings
 from ragmon.sinks.envelope import frame
 from ragmon.sinks.errors import PartlyStored, StoreError
+from ragmon.sinks.labels_sql import (
+    kept_trace_sql,
+    labelled_scores_sql,
+    review_queue_sql,
+    reviewer_label_count_sql,
+    trace_labels_sql,
+)
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql, tenant_filter_settings
 from ragmon.sinks.rollup_sql import rollup_sql
@@ -48,6 +55,8 @@ from ragmon.sinks.sampler_sql import (
 )
 from ragmon.sinks.schema import (
     ALERT_COLUMNS,
+    LABEL_COLUMNS,
+    LABEL_WRITES_TABLE,
     PAYLOAD_COLUMNS,
     SAMPLING_COLUMNS,
     SAMPLING_TABLE,
@@ -212,7 +221,10 @@ class Store:
         )
         engines = {row["name"]: row["engine_full"] for row in rows}
         for table, _, _ in TTL_COLUMNS:
-            if ttl_expression(table, self.retention) not in engines.get(self._ddl.storage_name(table), ""):
+            engine = engines.get(self._ddl.storage_name(table))
+            if engine is None:  # a migration list that stops short of the table's (an older ragmon's, a test's)
+                continue
+            if ttl_expression(table, self.retention) not in engine:
                 # Metadata only: old parts expire on their next merge instead of a rewrite of the table now.
                 self.backend.execute(
                     retention_statement(self.topology, table, self.retention),
@@ -256,6 +268,61 @@ class Store:
     def insert_alerts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str:
         """Alert state changes with keys from `schema.ALERT_COLUMNS`."""
         return self._insert_rows("alerts", ALERT_COLUMNS, rows, dedup_token)
+
+    def insert_labels(self, rows: Iterable[Mapping[str, Any]]) -> str:
+        """People's labels with keys from `schema.LABEL_COLUMNS`, into the audit log `label_writes`; its view puts
+        them in `labels`, where each replaces the reviewer's earlier label of that trace and metric. No caller's
+        token: two writes of the same label at different times are two audit rows."""
+        return self._insert_rows(LABEL_WRITES_TABLE, LABEL_COLUMNS, rows, None)
+
+    # --- labels: reads --------------------------------------------------------------------------------
+
+    def _tenant_settings(self, tenant: str | None) -> dict[str, Any] | None:
+        return tenant_filter_settings(self.topology, tenant) if tenant is not None else None
+
+    def is_kept_trace(self, tenant: str, trace_id: str) -> bool:
+        """Whether `tenant` has a kept trace `trace_id` (its payload): what may be labelled."""
+        rows = self._select(kept_trace_sql(self._ddl), {"tenant": tenant, "trace_id": trace_id}, readonly=True)
+        return bool(rows and rows[0]["kept"])
+
+    def review_queue(
+        self, metric: str, *, since_s: float, per_bin: int, bins: int, reviewer: str, tenant: str | None
+    ) -> list[dict[str, Any]]:
+        """Traces to label for `metric`, `per_bin` per score bin (`labels_sql.review_queue_sql`)."""
+        params = {
+            "metric": metric,
+            "since_s": int(since_s),
+            "per_bin": int(per_bin),
+            "bins": int(bins),
+            "reviewer": reviewer,
+        }
+        return self._select(review_queue_sql(self._ddl), params, settings=self._tenant_settings(tenant), readonly=True)
+
+    def reviewer_label_count(self, metric: str, reviewer: str, *, tenant: str | None) -> int:
+        """Traces `reviewer` has labelled for `metric`."""
+        params = {"metric": metric, "reviewer": reviewer}
+        sql = reviewer_label_count_sql(self._ddl)
+        return int(self._select(sql, params, settings=self._tenant_settings(tenant), readonly=True)[0]["n"])
+
+    def trace_labels(self, trace_id: str, *, tenant: str | None) -> list[dict[str, Any]]:
+        """A trace's current labels, every metric and reviewer."""
+        return self._select(
+            trace_labels_sql(self._ddl), {"trace_id": trace_id}, settings=self._tenant_settings(tenant), readonly=True
+        )
+
+    def labelled_scores(
+        self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Labels of the last `since_s` seconds beside the judge's score of the same trace and metric, per judge
+        version (`labels_sql.labelled_scores_sql`): what `ragmon calibrate --from-store` measures agreement on."""
+        params: dict[str, Any] = {"since_s": int(since_s)}
+        if judge_version is not None:
+            params["judge_version"] = judge_version
+        sql = labelled_scores_sql(self._ddl, one_version=judge_version is not None)
+        rows = self._select(sql, params, settings=self._tenant_settings(tenant), readonly=True)
+        for row in rows:
+            row["label"] = bool(row["label"])
+        return rows
 
     # --- the OTLP path --------------------------------------------------------------------------------
 

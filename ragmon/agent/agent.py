@@ -23,13 +23,14 @@ from typing import IO, Any
 
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
-from ragmon.agent.dashboard import create_dashboard
+from ragmon.agent.dashboard import create_dashboard, create_review
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.judging import JudgeEndpoints, Judging
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ports import check_ports_free
+from ragmon.agent.reviewers import ReadKeys, ReviewerKeys
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
 from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.wal import WriteAheadLog
@@ -141,7 +142,9 @@ class Agent:
         self._lock = DataDirLock(self.data_dir) if store is None and not agent.clickhouse_url else None
         self._store = store
         self.counters = CollectorCounters()
-        self.auth = ApiKeyAuth(agent.api_keys)
+        self.auth = ApiKeyAuth(agent.api_keys)  # the receivers': a reviewer key sends no spans
+        self.reviewers = ReviewerKeys(agent.reviewer_keys)
+        self.read_keys = ReadKeys(self.auth, self.reviewers)  # the API's and the dashboard's: reviewers read too
         self._p95: dict[tuple[str, str], float] = {}
         self._p95_at_s = float("-inf")
         self.receivers: list[Any] = []
@@ -206,9 +209,19 @@ class Agent:
             self.memory_guard.start()
             self._start_receivers()
             host, port = split_host_port(agent.api, "--api")
-            dashboard = create_dashboard(self.store, self.auth, bind_host=host)
+            review = create_review(self.store, self.reviewers)
+            dashboard = create_dashboard(self.store, self.read_keys, bind_host=host, review=review)
             judge_api = JudgeEndpoints(self.store, self.data_dir)
-            self.api = ApiServer(host, port, self._report, self._query, self.auth, dashboard, judge_api).start()
+            self.api = ApiServer(
+                host,
+                port,
+                self._report,
+                self._query,
+                self.read_keys,
+                dashboard,
+                judge_api,
+                labelled_scores=self._labelled_scores,
+            ).start()
             if self._lock is not None:
                 self._lock.publish({"api": self.api.url})
         except BaseException:
@@ -310,6 +323,9 @@ class Agent:
 
     def _query(self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
         return self.store.query(sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)
+
+    def _labelled_scores(self, since_s: float, judge_version: str | None, tenant: str | None) -> list[dict[str, Any]]:
+        return self.store.labelled_scores(since_s, judge_version=judge_version, tenant=tenant)
 
     def _recent_p95(self, feature: str, stage: str) -> float | None:
         """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the sampling thread."""

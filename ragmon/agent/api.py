@@ -9,6 +9,9 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
                                                   rows as JSON objects; read-only, checked by the store; past
                                                   max_rows (default 10,000) the first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
+    GET  /api/labels/scored?since_s=[&judge_version=V]  people's labels beside the judge's scores of the same
+                                                  traces (`ragmon calibrate --from-store` beside a running agent)
+    POST /api/dashboard/labels                    a reviewer's labels (`ragmon.agent.dashboard.review`)
     POST /api/judge/payloads {"tenant", "trace_ids"}  a `ragmon judge` worker's leased traces' payloads, by id
     POST /api/judge/scores   {"rows": [...]}          its score rows (idempotent: an identical re-send is dropped)
 
@@ -27,7 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.agent.label_input import MAX_BODY_BYTES as MAX_LABEL_BODY_BYTES
+from ragmon.agent.reviewers import KeyAuth
 from ragmon.sinks.errors import QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
 
@@ -47,6 +51,8 @@ _HEADERS = {
 ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
 # sql, its bound {name:Type} parameters, tenant, max_rows (then one more)
 QueryFn = Callable[[str, dict[str, Any], "str | None", int], list[dict[str, Any]]]
+LabelledFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, judge_version, tenant
+_MAX_LABEL_WINDOW_S = 10 * 366 * 86400  # labels live a year by default; a decade bounds the engine's UInt32
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
 
@@ -77,9 +83,11 @@ class ApiServer:
         port: int,
         report: ReportFn,
         query: QueryFn,
-        auth: ApiKeyAuth,
+        auth: KeyAuth,
         dashboard: Dashboard | None = None,
         judge: JudgeApi | None = None,
+        *,
+        labelled_scores: LabelledFn | None = None,
     ) -> None:
         api = self
 
@@ -112,6 +120,20 @@ class ApiServer:
                         return
                     feature = params.get("feature", [None])[0]
                     self._run(lambda: api.report(since_s, feature, tenant, traffic))
+                elif url.path == "/api/labels/scored" and api.labelled_scores is not None:
+                    labelled = api.labelled_scores
+                    params = parse_qs(url.query)
+                    try:
+                        since_s = float(params.get("since_s", ["2592000"])[0])
+                        if not 0 < since_s <= _MAX_LABEL_WINDOW_S:
+                            raise ValueError
+                    except ValueError:
+                        self._reply(
+                            400, {"error": f"since_s must be seconds, above 0 and at most {_MAX_LABEL_WINDOW_S}"}
+                        )
+                        return
+                    version = params.get("judge_version", [None])[0]
+                    self._run(lambda: labelled(since_s, version, tenant))
                 else:
                     self._reply(404, {"error": f"no such endpoint: {url.path}"})
 
@@ -119,6 +141,16 @@ class ApiServer:
                 path = urlsplit(self.path).path
                 if path.startswith("/api/judge/"):
                     self._judge(path)
+                    return
+                if api.dashboard is not None and api.dashboard.handles_post(path):
+                    headers = {name.lower(): value for name, value in self.headers.items()}
+                    length = int(self.headers.get("Content-Length") or 0)
+                    # Read whatever is answered, refusals included: an unread body on a kept-alive connection
+                    # would be parsed as the browser's next request. One too large is not read: the connection
+                    # closes after the answer instead.
+                    body = self.rfile.read(length) if length <= MAX_LABEL_BODY_BYTES else None
+                    self.close_connection = self.close_connection or body is None
+                    self._send(api.dashboard.post(path, headers, body))
                     return
                 if path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})
@@ -229,6 +261,7 @@ class ApiServer:
         self.auth = auth
         self.dashboard = dashboard
         self.judge = judge
+        self.labelled_scores = labelled_scores
         self._server = _QuietServer((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="ragmon-api", daemon=True)
 

@@ -454,6 +454,8 @@ def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[s
     try:
         if what == "report":
             return store.report(params["since_s"], feature=params.get("feature"), traffic=params["traffic"])
+        if what == "labelled_scores":
+            return store.labelled_scores(params["since_s"], judge_version=params.get("judge_version"))
         return store.query(params["sql"], max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True)
     except StoreError as exc:
         raise CommandError(str(exc)) from exc
@@ -473,6 +475,13 @@ def _ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None)
             query["feature"] = params["feature"]
         query_string = urlencode(query)
         request = urllib.request.Request(f"{api}/api/report?{query_string}", headers=headers)
+    elif what == "labelled_scores":
+        from urllib.parse import urlencode
+
+        wanted = {"since_s": params["since_s"]}
+        if params.get("judge_version") is not None:
+            wanted["judge_version"] = params["judge_version"]
+        request = urllib.request.Request(f"{api}/api/labels/scored?{urlencode(wanted)}", headers=headers)
     else:
         body = json.dumps({"sql": params["sql"], "max_rows": params.get("max_rows", 10_000)}).encode()
         request = urllib.request.Request(f"{api}/api/query", data=body, headers=headers, method="POST")

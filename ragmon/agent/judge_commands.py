@@ -11,7 +11,24 @@ from typing import Any
 
 
 def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="JSONL rows: id, dataset, question, context, answer, label.faithful")
+    from ragmon.agent.commands import _store_options, parse_duration_s
+
+    parser.add_argument(
+        "file", nargs="?", help="JSONL rows: id, dataset, question, context, answer, label.faithful (or --from-store)"
+    )
+    parser.add_argument(
+        "--from-store",
+        action="store_true",
+        help="agreement with people's labels of production traces (the dashboard's review queue), per metric and"
+        " judge version, instead of a file",
+    )
+    parser.add_argument(
+        "--since",
+        type=parse_duration_s,
+        default=30 * 86400.0,
+        help="--from-store: labels of this window, e.g. 7d (default 30d)",
+    )
+    parser.add_argument("--judge-version", help="--from-store: only this judge version's scores")
     parser.add_argument("--judge", default="local", help="judge backend name (default: local)")
     parser.add_argument("--threshold", type=float, default=None, help="decision threshold (default: the judge's)")
     parser.add_argument(
@@ -24,10 +41,17 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N labelled rows")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    _store_options(parser)  # --from-store: the store, or the running agent that owns it
 
 
 def calibrate(args: argparse.Namespace) -> int:
     import asyncio
+
+    if args.from_store:
+        return calibrate_from_store(args)
+    if args.file is None:
+        print("ragmon calibrate: give a labelled JSONL file, or --from-store", file=sys.stderr)
+        return 2
 
     from ragmon.judges.calibration import calibrate as run
     from ragmon.judges.calibration import format_report, load_rows
@@ -59,6 +83,36 @@ def calibrate(args: argparse.Namespace) -> int:
     report = asyncio.run(main())
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
+
+
+def calibrate_from_store(args: argparse.Namespace) -> int:
+    """`ragmon calibrate --from-store`: read labels beside the judge's scores (from the store, or through the
+    agent that owns an embedded one, as `ragmon report` does) and print the agreement per metric and version."""
+    from ragmon.agent.commands import CommandError, _read
+    from ragmon.judges.label_agreement import agreement_by_version, format_agreement
+
+    if args.file is not None:
+        print("ragmon calibrate: --from-store reads the store, not a file: give one or the other", file=sys.stderr)
+        return 2
+    try:
+        rows = _read(args, "labelled_scores", since_s=args.since, judge_version=args.judge_version)
+    except CommandError as exc:
+        print(f"ragmon calibrate: {exc}", file=sys.stderr)
+        return 2
+    report = agreement_by_version(rows, args.threshold)
+    window = f"last {_duration_text(args.since)}"
+    if args.json:
+        print(json.dumps({"since_s": args.since, "judge_version": args.judge_version, "versions": report}))
+    else:
+        print(format_agreement(report, window))
+    return 0
+
+
+def _duration_text(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:

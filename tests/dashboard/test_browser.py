@@ -31,6 +31,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT_DIR = Path(os.environ.get("RAGMON_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "ragmon-dashboard"))
 KEY = "dashboard-test-key"
 OTHER_TENANT_KEY = "another-tenants-key"
+REVIEWER_KEY = "alice-reviews-the-default-tenant"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -86,7 +87,9 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     assert demo.returncode == 0, demo.stderr[-3000:]
     phases = [f"demo {time.monotonic() - started:.0f} s"]
     keys = json.dumps({"default": KEY, "someone-else": OTHER_TENANT_KEY})
-    process = AgentProcess(data, extra_env={"RAGMON_AGENT__API_KEYS": keys}, grpc=False).start(timeout_s=300)
+    reviewers = json.dumps({"default": {"alice": REVIEWER_KEY}})
+    env = {"RAGMON_AGENT__API_KEYS": keys, "RAGMON_AGENT__REVIEWER_KEYS": reviewers}
+    process = AgentProcess(data, extra_env=env, grpc=False).start(timeout_s=300)
     phases.append(f"serve ready {time.monotonic() - started:.0f} s")
     try:
         probe = _run("-m", "tests.dashboard.probe_app", process.otlp_http, KEY, timeout_s=120)
@@ -276,3 +279,81 @@ def test_the_traffic_selector_shows_an_eval_run_apart(agent: AgentProcess, page:
     page.select_option("#traffic", "production")
     _wait_until(lambda: requests_shown() == production, "production again", timeout_s=30)
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_a_reviewer_labels_three_traces_and_sees_them_counted(agent: AgentProcess, page: Any) -> None:
+    """The review queue end to end: a read key may open it but not write; a reviewer key labels three traces (per
+    metric, one claim and a note too), each leaves the queue and counts, and the overview's agreement figure is
+    computed over them."""
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    assert "No labels yet" in page.text_content("#agreement")
+    page.click("#review-link")
+    page.wait_for_selector("body[data-loaded=review]", timeout=30_000)
+    assert page.text_content("#review-who") == "read only" and page.is_visible("#reviewer-form")
+    bins = page.locator("#review-bins li").all_text_contents()
+    assert len(bins) == 5 and bins[0].startswith("score 0.0–0.2: ")
+
+    # the read key opens a trace but its label is refused, and says why
+    page.locator("#review-queue tr.review-row a").first.click()
+    page.wait_for_selector("body[data-loaded=review-trace]", timeout=30_000)
+    page.check("input[name=label-faithfulness][value=no]")
+    page.click("#label-save")
+    page.locator("#label-status", has_text="Not saved").wait_for(timeout=30_000)  # (no wait_for_function: CSP)
+    assert "may read but not write labels" in page.text_content("#label-status")
+
+    page.click("#review-back")
+    page.wait_for_selector("body[data-loaded=review]", timeout=30_000)
+    page.fill("#reviewer-key", REVIEWER_KEY)
+    page.click("#reviewer-form button[type=submit]")
+    page.locator("#review-who", has_text="labelling as alice").wait_for(timeout=30_000)
+    assert page.text_content("#review-count") == "labelled by you: 0" and not page.is_visible("#reviewer-form")
+
+    labelled = []
+    for i, faithful in enumerate([True, False, True]):
+        row = page.locator("#review-queue tr.review-row").first
+        trace_id = row.get_attribute("data-trace-id")
+        assert trace_id and trace_id not in labelled
+        row.locator("a").click()
+        page.wait_for_selector("body[data-loaded=review-trace]", timeout=30_000)
+        assert page.text_content("#review-question").strip() and page.text_content("#review-answer").strip()
+        assert page.locator("#review-passages li.passage").count() > 0
+        assert page.locator("#label-metrics .verdict").count() > 0  # the judge's per-claim verdicts
+        page.check(f"input[name=label-faithfulness][value={'yes' if faithful else 'no'}]")
+        page.check("input[name=label-answer_relevance][value=yes]")
+        if i == 1:
+            page.select_option("#claim-faithfulness-0", "no")
+        page.fill("#label-note", f"note {i}")
+        page.click("#label-save")
+        page.wait_for_selector(f"body[data-saved='{trace_id}']", timeout=30_000)
+        assert page.text_content("#label-status") == "Saved 2 labels as alice."
+        assert len(page.locator("#review-labels li").all_text_contents()) == 2
+        labelled.append(trace_id)
+        page.click("#review-back")
+        page.wait_for_selector("body[data-loaded=review]", timeout=30_000)
+        assert page.text_content("#review-count") == f"labelled by you: {i + 1}"
+        shown = {r.get_attribute("data-trace-id") for r in page.locator("#review-queue tr.review-row").all()}
+        assert not shown & set(labelled)  # a labelled trace leaves the reviewer's queue
+
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-review.png"), full_page=True)
+    page.click("a.brand")
+    page.wait_for_selector("body[data-loaded=overview]", timeout=30_000)
+    agreement = page.locator("#agreement .agreement").all_text_contents()
+    assert any(text.startswith("faithfulness: κ ") and text.endswith(" over 3 labels") for text in agreement), agreement
+    assert any(text.startswith("answer relevance: κ ") for text in agreement), agreement
+
+    # in the store: six current labels by alice, six audit rows, the claim label and the notes as written
+    rows = _dashboard_json(agent, "agreement")["versions"]
+    assert sorted((v["metric"], v["n"]) for v in rows) == [("answer_relevance", 3), ("faithfulness", 3)]
+    faithfulness = next(v for v in rows if v["metric"] == "faithfulness")
+    assert sum(faithfulness["confusion"].values()) == 3
+    assert faithfulness["confusion"]["tp"] + faithfulness["confusion"]["fn"] == 2  # two labelled faithful
+    second = _dashboard_json(agent, "labels", id=labelled[1])
+    assert {(x["metric"], x["label"], x["note"], x["reviewer"]) for x in second} == {
+        ("faithfulness", False, "note 1", "alice"),
+        ("answer_relevance", True, "note 1", "alice"),
+    }
+    assert [c["label"] for c in next(x for x in second if x["metric"] == "faithfulness")["claims"]] == [False]
+    assert page.errors == []  # type: ignore[attr-defined]
+    assert page.evaluate("window.__cspViolations") == []

@@ -140,7 +140,11 @@ def test_page_is_public_and_carries_strict_security_headers(keyed: Client) -> No
     assert headers["referrer-policy"] == "no-referrer"
     audit = _PageAudit()
     audit.feed(body.decode())
-    assert [s.get("src") for s in audit.scripts] == ["/static/vendor/plotly.min.js", "/static/app.js"]
+    assert [s.get("src") for s in audit.scripts] == [
+        "/static/vendor/plotly.min.js",
+        "/static/app.js",
+        "/static/review.js",
+    ]
     assert audit.inline_script_text == "" and audit.offending_attributes == []
 
 
@@ -152,9 +156,10 @@ def test_data_is_never_cached_and_has_the_same_headers(keyed: Client) -> None:
         assert headers["x-frame-options"] == "DENY" and "content-security-policy" in headers
 
 
-def test_the_script_never_turns_data_into_html() -> None:
-    """The page's only script builds the DOM with textContent; none of the HTML-parsing sinks appear in it."""
-    lines = (STATIC_DIR / "app.js").read_text().splitlines()
+@pytest.mark.parametrize("name", ["app.js", "review.js"])
+def test_the_scripts_never_turn_data_into_html(name: str) -> None:
+    """The page's scripts build the DOM with textContent; none of the HTML-parsing sinks appear in them."""
+    lines = (STATIC_DIR / name).read_text().splitlines()
     script = "\n".join(line for line in lines if not line.strip().startswith("//"))  # code, not comments
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "srcdoc"):
         assert sink not in script, sink

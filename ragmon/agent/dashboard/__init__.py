@@ -6,13 +6,27 @@ feature and model, sampling-weighted quality trends, open alerts, and kept trace
 
 from __future__ import annotations
 
+from ragmon.agent.dashboard.review import Review, ReviewStore
 from ragmon.agent.dashboard.routes import Dashboard, Response
-from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.agent.reviewers import KeyAuth, ReviewerKeys
+from ragmon.judges.metrics import METRICS
 from ragmon.sinks.dashboard_queries import DashboardQueries, DashboardStore
 
-__all__ = ["Dashboard", "DashboardQueries", "DashboardStore", "Response", "create_dashboard"]
+__all__ = ["Dashboard", "DashboardQueries", "DashboardStore", "Response", "create_dashboard", "create_review"]
 
 
-def create_dashboard(store: DashboardStore, auth: ApiKeyAuth, *, bind_host: str = "127.0.0.1") -> Dashboard:
-    """The dashboard over `store`, behind the agent's API keys."""
-    return Dashboard(DashboardQueries(store), auth, bind_host=bind_host)
+def create_dashboard(
+    store: DashboardStore,
+    auth: KeyAuth,
+    *,
+    bind_host: str = "127.0.0.1",
+    review: Review | None = None,
+) -> Dashboard:
+    """The dashboard over `store`, behind the agent's read keys; with `review` (`create_review`), the review
+    queue too."""
+    return Dashboard(DashboardQueries(store), auth, bind_host=bind_host, review=review)
+
+
+def create_review(store: ReviewStore, reviewers: ReviewerKeys) -> Review:
+    """The review queue over `store`: labels of the judge's metrics, written with `reviewers`' keys."""
+    return Review(store, reviewers, METRICS)

@@ -9,6 +9,8 @@
     GET /api/dashboard/traces?since_s=&feature=&limit=    kept traces, newest first
     GET /api/dashboard/trace?id=<32 hex>              one trace: spans, passages, answer, judge verdicts
     GET /api/dashboard/eval_runs?since_s=             the eval runs with traffic in the window (the selector)
+    GET /api/dashboard/whoami, review, labels, agreement; POST /api/dashboard/labels
+                                                      the review queue (`ragmon.agent.dashboard.review`)
 
 Traffic. Every view but `trace` and `alerts` is of production traffic unless `traffic=evaluation` (every
 `ragmon eval run`) or `eval_run=NAME` (one) says otherwise (`ragmon.sinks.traffic`); alerts come from production only.
@@ -37,7 +39,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from ragmon.agent.dashboard.assets import Assets
-from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.agent.dashboard.review import Review, ReviewError
+from ragmon.agent.reviewers import KeyAuth
 from ragmon.sinks.dashboard_queries import MAX_TRACES, MAX_WINDOW_S, MIN_WINDOW_S, DashboardQueries
 from ragmon.sinks.errors import QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
@@ -133,9 +136,12 @@ def _host_name(host_header: str) -> str:
 class Dashboard:
     """Routes GET requests below /, /static/ and /api/dashboard/ to a `Response`; knows nothing of the server."""
 
-    def __init__(self, queries: DashboardQueries, auth: ApiKeyAuth, *, bind_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, queries: DashboardQueries, auth: KeyAuth, *, bind_host: str = "127.0.0.1", review: Review | None = None
+    ) -> None:
         self.queries = queries
         self.auth = auth
+        self.review = review
         self.assets = Assets()
         self._bind_host = bind_host.strip("[]").lower()
         self._endpoints: dict[str, Callable[[Mapping[str, list[str]], str | None], Any]] = {
@@ -168,6 +174,27 @@ class Dashboard:
             log.exception("dashboard request failed")
             return _json(500, {"error": f"internal error: {type(exc).__name__}"})
 
+    def handles_post(self, path: str) -> bool:
+        return self.review is not None and path == Review.POST_PATH
+
+    def post(self, path: str, headers: Mapping[str, str], body: bytes | None) -> Response:
+        """Answer one POST (a reviewer's labels); `headers` with lower-case names, `body` None when it was too
+        large to read. Never raises."""
+        try:
+            if self.review is None or path != Review.POST_PATH:
+                return _json(404, {"error": f"no such endpoint: {path}"})
+            if not self._host_allowed(headers.get("host", "")):
+                return _json(421, {"error": "this dashboard answers only to this machine's address"})
+            read_tenant = self.auth.tenant_for(headers.get("authorization"), headers.get("x-api-key"))
+            if not self.auth.required:
+                read_tenant = None  # open reads prove nothing about the key
+            return _json(200, self.review.post(headers, body, read_tenant))
+        except ReviewError as exc:
+            return _json(exc.status, {"error": str(exc)})
+        except Exception as exc:  # a bug here must not take the agent down, nor leak a traceback
+            log.exception("label write failed")
+            return _json(500, {"error": f"internal error: {type(exc).__name__}"})
+
     def _host_allowed(self, host_header: str) -> bool:
         if self.auth.required or self._bind_host in _WILDCARD_HOSTS:
             return True  # keys guard the data; a wildcard bind answers to any name by the operator's choice
@@ -176,7 +203,8 @@ class Dashboard:
 
     def _api(self, name: str, query: str, headers: Mapping[str, str]) -> Response:
         endpoint = self._endpoints.get(name)
-        if endpoint is None:
+        review = self.review if self.review is not None and name in Review.GET_ENDPOINTS else None
+        if endpoint is None and review is None:
             return _json(404, {"error": f"no such dashboard endpoint: {name}"})
         tenant: str | None = None
         if self.auth.required:
@@ -184,7 +212,12 @@ class Dashboard:
             if tenant is None:
                 return _json(401, {"error": "a valid API key is required"})
         try:
+            if review is not None:
+                return _json(200, review.get(name, parse_qs(query), tenant, headers))
+            assert endpoint is not None
             return _json(200, endpoint(parse_qs(query), tenant))
+        except ReviewError as exc:
+            return _json(exc.status, {"error": str(exc)})
         except (BadRequest, QueryRejected) as exc:
             return _json(400, {"error": str(exc)})
         except NotFound as exc:

@@ -141,7 +141,7 @@
   }
 
   function showSection(name) {
-    for (const id of ["login", "overview", "trace"]) $(id).hidden = id !== name;
+    for (const id of ["login", "overview", "trace", "review", "review-trace"]) $(id).hidden = id !== name;
     $("controls").classList.toggle("disabled", name === "login");
   }
 
@@ -302,6 +302,29 @@
     }));
   }
 
+  // The judge's agreement with people's labels (the review queue), beside the quality it reports: per metric, the
+  // judge version with the most labels; a figure from fewer than `min_labels` labels says so.
+  function drawAgreement(data) {
+    const node = $("agreement");
+    clear(node);
+    const best = {};
+    for (const v of data.versions) if (!best[v.metric] || v.n > best[v.metric].n) best[v.metric] = v;
+    const metrics = Object.keys(best).sort();
+    if (!metrics.length) {
+      node.appendChild(el("span", { className: "muted", text: "No labels yet: label traces in the " }, [el("a", { href: "#/review", text: "review queue" })]));
+      return;
+    }
+    for (const m of metrics) {
+      const v = best[m];
+      const figures = "κ " + fmtScore(v.kappa) + " · accuracy " + fmtPct(v.accuracy);
+      node.appendChild(el("span", {
+        className: "agreement" + (v.n < data.min_labels ? " few" : ""),
+        title: "judge " + v.judge_version + " at threshold " + v.threshold.toFixed(3) + (v.warning ? " — " + v.warning : ""),
+        text: m.replace(/_/g, " ") + ": " + figures + " over " + v.n + " label" + (v.n === 1 ? "" : "s"),
+      }));
+    }
+  }
+
   function drawQuality(data) {
     const node = $("chart-quality");
     if (!data.series.length) return emptyChart(node, "No judged traces in this window yet.");
@@ -452,11 +475,11 @@
     const mine = ++state.seq;
     try {
       const params = windowParams();
-      const [overview, latency, quality, alerts, traces, runs] = await Promise.all([
+      const [overview, latency, quality, alerts, traces, runs, agreement] = await Promise.all([
         api("overview", params), api("latency", params), api("quality", params), api("alerts", {}), api("traces", params),
-        api("eval_runs", { since_s: String(state.windowS) }),
+        api("eval_runs", { since_s: String(state.windowS) }), api("agreement", {}),
       ]);
-      if (mine !== state.seq || location.hash.startsWith("#/trace/")) return; // the user moved on meanwhile
+      if (mine !== state.seq || location.hash.startsWith("#/trace/") || extraRoutes.some((r) => r.pattern.test(location.hash))) return; // the user moved on meanwhile
       showBanner("");
       showSection("overview");
       $("signout").hidden = !sessionStorage.getItem(KEY_STORAGE);
@@ -466,6 +489,7 @@
       drawLatency(latency);
       drawStages(overview);
       drawQuality(quality);
+      drawAgreement(agreement);
       drawCost(overview);
       drawAlerts(alerts);
       drawTraces(traces);
@@ -672,6 +696,12 @@
 
   function route() {
     document.body.dataset.loaded = "";
+    const extra = extraRoutes.find((r) => r.pattern.test(location.hash));
+    if (extra) {
+      stopRefresh();
+      extra.handler(extra.pattern.exec(location.hash));
+      return;
+    }
     const match = /^#\/trace\/([0-9a-f]{32})$/.exec(location.hash);
     if (match) {
       loadTrace(match[1]);
@@ -680,7 +710,7 @@
     loadOverview();
     stopRefresh();
     state.timer = setInterval(() => {
-      if (!document.hidden && !location.hash.startsWith("#/trace/")) loadOverview();
+      if (!document.hidden && !location.hash.startsWith("#/trace/") && !extraRoutes.some((r) => r.pattern.test(location.hash))) loadOverview();
     }, REFRESH_MS);
   }
 
@@ -722,6 +752,16 @@
     window.addEventListener("hashchange", route);
     route();
   }
+
+  // Pages kept in their own files (review.js) register their routes here and share the helpers above; the
+  // object is frozen so no later script can swap a helper (say, `api`) for its own.
+  const extraRoutes = [];
+  window.ragmon = Object.freeze({
+    $, el, clear, api, apiKey: () => sessionStorage.getItem(KEY_STORAGE), setApiKey: (key) => sessionStorage.setItem(KEY_STORAGE, key),
+    showSection, showBanner, handleError, fmtTime, fmtShortTime, fmtScore, fmtPct, verdictTone, TRACE_ID,
+    addRoute: (pattern, handler) => extraRoutes.push({ pattern, handler }),
+    nextSeq: () => ++state.seq, isCurrent: (seq) => seq === state.seq,
+  });
 
   document.addEventListener("DOMContentLoaded", init);
 })();

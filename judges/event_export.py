@@ -137,6 +137,7 @@ class CountingLogProcessor(LogRecordProcessor):
         """Flush within `timeout_s`, then stop: what is still queued or being retried is counted as `shutdown`."""
         if self._closed:
             return
+        deadline = time.monotonic() + timeout_s
         self.force_flush(int(timeout_s * 1000))
         self._closed = True
         self._stop.set()
@@ -146,7 +147,8 @@ class CountingLogProcessor(LogRecordProcessor):
             self._exporter.shutdown()  # type: ignore[no-untyped-call]  # untyped in the SDK
         except Exception as exc:
             log.warning("evaluation event exporter shutdown raised: %r", exc)
-        self._thread.join(timeout_s)
+        # What is left of the budget; a thread still inside the exporter counts its batch itself (as shutdown).
+        self._thread.join(max(0.1, deadline - time.monotonic()))
         leftover = len(self._queue)
         if leftover:
             self._queue.clear()

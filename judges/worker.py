@@ -3,8 +3,9 @@
 For each leased trace: fetch its payload (`PayloadSource`; None → every metric `skipped`, "payload missing"), run
 the configured metrics with the judge (concurrently per trace; `concurrency` traces at once — the judge's own
 requests-per-minute bucket, concurrency limit and budget pace its calls), record the rows in the queue file, then
-deliver them in batches (`ScoreSink`) and mark the items done. Each score is also emitted as an OpenTelemetry
-evaluation record (judges/evaluation_records.py) through an injectable tracer.
+deliver them in batches (`ScoreSink`) and mark the items done. When given `events` (judges/event_export.py), each
+recorded score is also sent out as an OpenTelemetry `gen_ai.evaluation.result` event: a non-blocking hand-off, so
+a collector that is down never slows judging, and the score reaches the store whatever happens to its event.
 
 Nothing is lost and nothing is fabricated: every leased trace ends with one row per metric — a value, or an
 explicit non-ok status (unscorable, parse_error, llm_error, budget_exhausted, skipped). A payload source that
@@ -24,12 +25,10 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from opentelemetry.trace import Tracer
-from ragmon.judges import evaluation_records
 from ragmon.judges.llm_judge import current_feature
 from ragmon.judges.metrics import AnswerRelevance, ContextPrecision, ContextRelevance, Faithfulness
 from ragmon.judges.protocol import Judge
@@ -53,6 +52,14 @@ class PayloadSource(Protocol):
     """A kept trace's question, passages and answer; None when the payload is not (or no longer) stored."""
 
     async def payload(self, tenant: str, trace_id: str) -> RagSample | None: ...
+
+
+class ScoreEvents(Protocol):
+    """Announces each recorded score elsewhere (EvaluationEvents). Called on the worker's loop: must not block."""
+
+    def emit(
+        self, row: Mapping[str, Any], *, span_id: str = "", faithfulness_threshold: float | None = None
+    ) -> None: ...
 
 
 class ScoreSink(Protocol):
@@ -141,7 +148,7 @@ class JudgeWorker:
         sink: ScoreSink,
         *,
         config: WorkerConfig | None = None,
-        tracer: Tracer | None = None,
+        events: ScoreEvents | None = None,
     ) -> None:
         self.queue = queue
         self.judge = judge
@@ -149,7 +156,7 @@ class JudgeWorker:
         self.sink = sink
         self.config = config or WorkerConfig()
         self.judge_version = judge.version
-        self._tracer = tracer or evaluation_records.default_tracer()
+        self.events = events
         self.stats = WorkerStats(traces=Counter(), scores=Counter())
         self._in_flight: dict[asyncio.Task[None], Lease] = {}
         self._undelivered: dict[tuple[str, str, str], Lease] = {}  # recorded here, not yet in the store
@@ -315,15 +322,12 @@ class JudgeWorker:
             current_feature.reset(token)
 
     def _emit(self, row: dict[str, Any], lease: Lease) -> None:
+        if self.events is None:
+            return
         try:
-            evaluation_records.emit(
-                self._tracer,
-                row,
-                span_id=lease.span_id,
-                faithfulness_threshold=self.judge.faithfulness_threshold,
-            )
+            self.events.emit(row, span_id=lease.span_id, faithfulness_threshold=self.judge.faithfulness_threshold)
         except Exception:  # telemetry about scores must never cost a score
-            log.exception("could not emit an evaluation record")
+            log.exception("could not emit an evaluation event")
 
     # -- delivery ------------------------------------------------------------------------------------------
     async def _deliver(self, *, force: bool) -> None:

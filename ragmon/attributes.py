@@ -31,6 +31,10 @@ GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
 GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+# The event (a LogRecord whose EventName field is this) a judge's score is sent as.
+GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
 ERROR_TYPE: Final = "error.type"
 USER_ID: Final = "user.id"
 SESSION_ID: Final = "session.id"
@@ -95,6 +99,10 @@ RAGMON_STREAMED_CHUNKS: Final = "ragmon.generate.chunks"
 RAGMON_TOOL_STATUS: Final = "ragmon.tool.status"
 RAGMON_SAMPLING_REASON: Final = "ragmon.sampling.reason"
 RAGMON_TENANT: Final = "ragmon.tenant"  # stamped by the agent from the API key, never trusted from spans
+# On each gen_ai.evaluation.result event: the score's status (ok, parse_error, ...), and which judge gave it.
+RAGMON_EVALUATION_STATUS: Final = "ragmon.evaluation.status"
+RAGMON_JUDGE_VERSION: Final = "ragmon.judge.version"
+RAGMON_JUDGE_MODEL: Final = "ragmon.judge.model"
 # Scope attribute on every export request: spans the SDK had to drop so far (never silent).
 RAGMON_SDK_DROPPED_SPANS: Final = "ragmon.sdk.dropped_spans"
 

@@ -148,6 +148,32 @@ class AgentSettings(_Section):
         return size
 
 
+class JudgeEventsSettings(_Section):
+    """Scores out: each score also sent as an OpenTelemetry `gen_ai.evaluation.result` event over OTLP logs, to
+    any collector or backend (judges/event_export.py). Off until `endpoint` is set; the scores are stored either way.
+    """
+
+    # OTLP/HTTP: the collector's base URL (`/v1/logs` is added unless the path already ends with it), e.g.
+    # http://collector:4318. gRPC: http://collector:4317 (plain text) or https://... (TLS).
+    endpoint: str | None = None
+    protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # One export's deadline, the exporter's retries (backoff, Retry-After) included; then the batch is dropped.
+    timeout_s: float = Field(default=10.0, gt=0)
+    # Events waiting for the export thread; past this the newest are dropped and counted (queue_full).
+    queue_max_events: int = Field(default=10_000, ge=1)
+    batch_max_events: int = Field(default=512, ge=1)
+    flush_interval_ms: int = Field(default=1_000, ge=1)
+    service_name: str = "ragmon-judge"  # the events' resource `service.name`
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must be an http:// or https:// URL, got {value!r}")
+        return value
+
+
 class JudgeSettings(_Section):
     """The judge worker."""
 
@@ -158,6 +184,7 @@ class JudgeSettings(_Section):
     model: str = "gpt-4o-mini"
     requests_per_minute: int = Field(default=600, ge=1)
     budget_usd: float = Field(default=5.0, ge=0)
+    events: JudgeEventsSettings = Field(default_factory=JudgeEventsSettings)
 
 
 class Settings(_Section):

@@ -55,3 +55,19 @@ def test_the_readme_tables_section_is_the_schema() -> None:
 
     section = README.split("<!-- schema:start -->\n", 1)[1].split("<!-- schema:end -->", 1)[0]
     assert section == render_markdown()
+
+
+def test_readme_scores_out_example_turns_the_events_on() -> None:
+    """The scores-out example's variables are settings ragmon reads, and they give a working exporter."""
+    from ragmon.agent.score_events import open_events
+    from ragmon.settings import load_settings
+
+    block = README.split("<!-- scores-out example", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    env = dict(re.findall(r"^(RAGMON_\w+)='?(.*?)'? \\$", block, flags=re.M))
+    assert set(env) == {"RAGMON_JUDGE__EVENTS__ENDPOINT", "RAGMON_JUDGE__EVENTS__HEADERS"}
+    events = load_settings(env=env).judge.events
+    assert events.endpoint == "http://otel-collector:4318" and events.protocol == "http/protobuf"
+    assert events.headers["authorization"].get_secret_value() == "Bearer <token>"
+    opened = open_events(events)  # builds the OTLP/HTTP exporter; nothing is sent until a score is
+    assert opened is not None
+    opened.shutdown(0.0)

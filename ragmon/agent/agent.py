@@ -447,4 +447,4 @@ class Agent:
             [("", self.decisions.counts["payloads_copied"])],
         )
         alerting = self.alerting.render_prometheus() if self.alerting is not None else ""
-        return "\n".join(lines) + "\n" + alerting
+        return "\n".join(lines) + "\n" + alerting + self.judging.render_prometheus()

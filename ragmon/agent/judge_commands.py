@@ -185,8 +185,18 @@ def judge(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    from ragmon.agent.score_events import FLUSH_ON_STOP_S, open_events
     from ragmon.judges.worker import JudgeWorker, WorkerConfig
 
+    try:
+        events = open_events(settings.judge.events)
+    except ValueError as exc:  # an endpoint the exporter cannot use: say so before judging anything
+        print(f"ragmon judge: {exc}", file=sys.stderr)
+        queue.close()
+        store.close()
+        if owned is not None:
+            owned.release()
+        return 2
     defaults = WorkerConfig()
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) if args.metrics else defaults.metrics
     config = dataclasses.replace(
@@ -197,7 +207,7 @@ def judge(args: argparse.Namespace) -> int:
     )
 
     async def main() -> None:
-        worker = JudgeWorker(queue, backend, store.payloads, store.sink, config=config)
+        worker = JudgeWorker(queue, backend, store.payloads, store.sink, config=config, events=events)
         loop = asyncio.get_running_loop()
         stopping: list[asyncio.Task[None]] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -206,6 +216,8 @@ def judge(args: argparse.Namespace) -> int:
             await worker.run(until_empty=args.until_empty)
         finally:
             await backend.aclose()
+            if events is not None:  # send what is queued (bounded: a collector that is down cannot hold the exit)
+                await asyncio.to_thread(events.shutdown, FLUSH_ON_STOP_S)
         stats = worker.stats
         summary = {
             "traces": dict(stats.traces),
@@ -215,6 +227,8 @@ def judge(args: argparse.Namespace) -> int:
             "payload_errors": stats.payload_errors,
             "columns_the_scores_table_lacks": dict(store.sink.dropped_keys),
         }
+        if events is not None:
+            summary["evaluation_events"] = events.stats.as_dict()
         print(json.dumps(summary) if args.json else format_summary(summary))
 
     try:
@@ -252,6 +266,13 @@ def format_summary(summary: dict[str, Any]) -> str:
     }
     if any(problems.values()):
         lines.append("; ".join(f"{n:,} {what}" for what, n in problems.items() if n) + " (the log says why)")
+    events = summary.get("evaluation_events")
+    if events is not None:
+        dropped = sum(events["dropped"].values())
+        lines.append(
+            f"evaluation events: {events['exported']:,} of {events['emitted']:,} sent"
+            + (f", {dropped:,} dropped ({_counted(events['dropped'])})" if dropped else "")
+        )
     if summary["columns_the_scores_table_lacks"]:
         lines.append(
             "the store's scores table lacks columns the judge writes (run `ragmon migrate`): "

@@ -14,7 +14,9 @@
   whoever can read the data directory may judge, as whoever can open its store could.
 
 The in-process worker (`JudgeService`) judges within the judge's rate limit and budget and writes scores to the
-store. Stopping lets in-flight traces finish within a deadline; the rest stay queued.
+store; with `judge.events.endpoint` set it also sends each score out as a `gen_ai.evaluation.result` event
+(ragmon/agent/score_events.py), counted on /metrics. Stopping lets in-flight traces finish within a deadline; the
+rest stay queued.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragmon.agent import score_events
 from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
@@ -55,12 +58,15 @@ class JudgeService:
         self.queue = queue
         self.judge = make_judge(settings.backend, settings)
         lock = threading.Lock()  # the worker's store calls, one at a time
+        # After the judge (which may refuse its settings): it starts an export thread that only stop() ends.
+        self.events = score_events.open_events(settings.events)
         self.worker = JudgeWorker(
             self.queue,
             self.judge,
             StorePayloadSource(store, lock=lock),
             StoreScoreSink(store, lock=lock),
             config=WorkerConfig(lease_s=IN_AGENT_LEASE_S),
+            events=self.events,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, name="ragmon-judge", daemon=True)
@@ -88,6 +94,8 @@ class JudgeService:
             except Exception as exc:
                 log.warning("judge worker did not stop cleanly: %s", exc)
         self._thread.join(timeout_s + 5)
+        if self.events is not None:
+            self.events.shutdown(score_events.FLUSH_ON_STOP_S)
 
 
 class Judging:
@@ -101,6 +109,7 @@ class Judging:
     @classmethod
     def start(cls, settings: JudgeSettings, store: Any, data_dir: Path) -> Judging:
         queue = JudgeQueue.in_data_dir(data_dir)
+        service: JudgeService | None = None
         try:
             service = JudgeService(settings, store, queue) if settings.run_in_agent else None
             # The worker's own version when it runs here (what it leases); else the one `ragmon judge` with
@@ -109,6 +118,8 @@ class Judging:
             judging = cls(queue, version, service)
             judging.catch_up(store)
         except BaseException:
+            if service is not None and service.events is not None:
+                service.events.shutdown(0.0)
             queue.close()
             raise
         if service is not None:
@@ -159,6 +170,10 @@ class Judging:
         if self.service is not None:
             self.service.stop(timeout_s)
         self.queue.close()
+
+    def render_prometheus(self) -> str:
+        """The evaluation events' counters when this agent judges and sends them ('' otherwise)."""
+        return score_events.render_prometheus(self.service.events if self.service else None)
 
 
 class JudgeEndpoints:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,53 @@ def test_the_exit_summary_reads_as_a_sentence() -> None:
         "judged 120 traces (ok 118, mixed 2); 480 scores stored (ok 400, unscorable 80)\n"
         "3 payload reads failed (the log says why)"
     )
+
+
+def test_the_summary_says_what_became_of_the_evaluation_events() -> None:
+    summary = {
+        "traces": {"ok": 3},
+        "scores": {"ok": 12},
+        "rows_delivered": 12,
+        "delivery_errors": 0,
+        "payload_errors": 0,
+        "columns_the_scores_table_lacks": {},
+        "evaluation_events": {"emitted": 12, "exported": 9, "batches": 2, "dropped": {"export_failed": 3}},
+    }
+    assert format_summary(summary).splitlines()[1] == "evaluation events: 9 of 12 sent, 3 dropped (export_failed 3)"
+
+
+def test_a_judge_worker_sends_its_scores_as_events_and_says_so_at_exit(tmp_path: Path) -> None:
+    from ragmon.judges.registry import judge_version
+
+    from tests.otlp_logs_receiver import HttpLogsReceiver
+
+    migrated = subprocess.run(
+        [sys.executable, "-m", "ragmon.cli", "migrate", "--data-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    queue = JudgeQueue.in_data_dir(tmp_path)
+    queue.enqueue([Kept("t", f"{i + 1:032x}") for i in range(3)], judge_version("local"))
+    queue.close()
+    receiver = HttpLogsReceiver()
+    try:
+        env = {**os.environ, "RAGMON_JUDGE__EVENTS__ENDPOINT": receiver.endpoint}
+        command = [sys.executable, "-m", "ragmon.cli", "judge", "--until-empty", "--json", "--data-dir", str(tmp_path)]
+        run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        assert run.returncode == 0, run.stderr
+        got = receiver.wait_for(12, timeout_s=5)
+    finally:
+        receiver.stop()
+    # No payload in the store for these traces: each metric is `skipped`, and its event says so, with no value.
+    assert {(e.trace_id, e.attributes["error.type"]) for e in got} == {(f"{i + 1:032x}", "skipped") for i in range(3)}
+    assert all("gen_ai.evaluation.score.value" not in e.attributes for e in got)
+    summary = json.loads(run.stdout)
+    assert summary["scores"] == {"skipped": 12}
+    events = summary["evaluation_events"]
+    assert (events["emitted"], events["exported"], events["dropped"]) == (12, 12, {})
 
 
 def test_an_empty_queue_on_a_store_ends_with_the_summary(tmp_path: Path) -> None:

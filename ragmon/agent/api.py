@@ -155,15 +155,15 @@ class ApiServer:
                 if path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})
                     return
+                raw = self._body(_MAX_QUERY_BODY_BYTES)
                 allowed, tenant = self._tenant()
                 if not allowed:
                     return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > _MAX_QUERY_BODY_BYTES:
+                if raw is None:
                     self._reply(413, {"error": "query body too large"})
                     return
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(raw or b"{}")
                     sql, max_rows = body["sql"], body.get("max_rows", _DEFAULT_MAX_ROWS)
                     params = body.get("params", {})
                     if not isinstance(sql, str):
@@ -186,15 +186,15 @@ class ApiServer:
                 if judge is None or path not in ("/api/judge/payloads", "/api/judge/scores"):
                     self._reply(404, {"error": f"no such endpoint: {path}"})
                     return
+                raw = self._body(_MAX_JUDGE_BODY_BYTES)
                 if not judge.allows(self.headers.get("X-Ragmon-Judge-Token")):
                     self._reply(403, {"error": "the judge token of this agent's data directory is required"})
                     return
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > _MAX_JUDGE_BODY_BYTES:
+                if raw is None:
                     self._reply(413, {"error": "body too large"})
                     return
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(raw or b"{}")
                     if path == "/api/judge/payloads":
                         tenant, trace_ids = body["tenant"], body["trace_ids"]
                         if not isinstance(tenant, str) or not isinstance(trace_ids, list):
@@ -212,6 +212,16 @@ class ApiServer:
                     self._run(lambda: judge.payloads(tenant, trace_ids))
                 else:
                     self._run(lambda: {"written": judge.write_scores(rows)})
+
+            def _body(self, limit: int) -> bytes | None:
+                """The request's body, read before any answer (a refusal too): a kept-alive client's next request
+                must not be parsed from this one's unread body. None when it is over `limit`: unread, and the
+                connection closes after the answer."""
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > limit:
+                    self.close_connection = True
+                    return None
+                return self.rfile.read(length)
 
             def _tenant(self) -> tuple[bool, str | None]:
                 """(allowed, tenant): tenant None = every tenant (no keys configured); refusals are answered."""

@@ -77,3 +77,22 @@ def test_a_query_passes_its_bound_parameters_to_the_store(body: dict[str, object
     finally:
         server.stop()
     assert calls == ([(body["sql"], passed, None, 10_000)] if status == 200 else [])
+
+
+def test_a_refused_query_leaves_a_kept_alive_connection_usable() -> None:
+    # The refusal comes before the body would be used; the body is still read, or the next request on the
+    # connection would be parsed from it.
+    server = ApiServer("127.0.0.1", 0, lambda *a: [], lambda *a: [{"n": 1}], ApiKeyAuth({"acme": "k-acme"})).start()
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    try:
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        body = json.dumps({"sql": "SELECT 1", "params": {"pad": "x" * 5000}})
+        conn.request("POST", "/api/query", body=body, headers={"Content-Type": "application/json"})
+        refused = conn.getresponse()
+        assert (refused.status, refused.read() != b"") == (401, True)
+        conn.request("POST", "/api/query", body=body, headers={"x-api-key": "k-acme"})
+        answered = conn.getresponse()
+        assert (answered.status, json.loads(answered.read())) == (200, [{"n": 1}])
+        conn.close()
+    finally:
+        server.stop()

@@ -92,6 +92,18 @@ PAYLOAD_INSERT_COLUMNS = (
 )
 
 
+def root_span_ids_sql(ddl: Ddl) -> str:
+    """Params: trace_ids (a JSON array of strings), min_seq (UInt64, as for `copy_payloads_sql`). Each of those
+    traces' root span id, by (tenant, trace_id): the span the judges' scores are about (their evaluation events are
+    parented to it). A trace whose root was never stored gets ''."""
+    return f"""
+SELECT tenant, trace_id, anyIf(span_id, {_ROOT}) AS root_span_id
+FROM {ddl.table("spans")}
+WHERE ingest_seq >= {{min_seq:UInt64}}
+    AND trace_id IN (SELECT arrayJoin(JSONExtract({{trace_ids:String}}, 'Array(String)')))
+GROUP BY tenant, trace_id"""
+
+
 def copy_payloads_sql(ddl: Ddl) -> str:
     """Params: tenants, trace_ids (JSON arrays of strings), reasons (a JSON array of arrays of strings),
     probabilities (a JSON array of numbers) — one entry per kept trace, aligned — and min_seq (UInt64): every span

@@ -190,7 +190,7 @@ class Agent:
             self._seed_request_latency()
             # Kept traces are queued whoever judges them (this agent, or `ragmon judge` workers).
             self.judging = Judging.start(self.settings.judge, self.store, self.data_dir)
-            self.decisions = DecisionSink(self.store, on_copied=self.judging.enqueue)
+            self.decisions = DecisionSink(self.store, on_copied=self._queue_for_judging)
             self.tally = SamplingTally(self.store)
             self.writer = StoreWriter(
                 self.intake,
@@ -320,6 +320,21 @@ class Agent:
         self, since_s: float, feature: str | None, tenant: str | None, traffic: Traffic = PRODUCTION
     ) -> list[dict[str, Any]]:
         return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
+
+    def _queue_for_judging(self, kept: list[dict[str, Any]]) -> None:
+        """Queue traces whose payload was just copied, with their root span ids (evaluation events are parented to
+        the root): one lookup per copy. A lookup that fails costs only the span ids (events then carry the trace id
+        alone), never the queueing."""
+        try:
+            roots = self.store.root_span_ids(kept)
+        except Exception as exc:
+            log.warning(
+                "root span ids of %d kept traces not found (their evaluation events name the trace only): %s",
+                len(kept),
+                exc,
+            )
+            roots = {}
+        self.judging.enqueue(kept, roots)
 
     def _query(self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
         return self.store.query(sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)

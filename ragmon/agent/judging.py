@@ -128,12 +128,17 @@ class Judging:
             log.info("judging by `ragmon judge` workers: kept traces are queued for %s", version)
         return judging
 
-    def enqueue(self, kept: Sequence[Mapping[str, Any]]) -> int:
-        """Kept traces whose payload was just copied (rows of DecisionSink: tenant, trace_id, reasons, probability)."""
+    def enqueue(
+        self, kept: Sequence[Mapping[str, Any]], root_spans: Mapping[tuple[str, str], str] | None = None
+    ) -> int:
+        """Kept traces whose payload was just copied (rows of DecisionSink: tenant, trace_id, reasons, probability),
+        each with its root span id when `root_spans` knows it (the span its scores' evaluation events name)."""
+        root_spans = root_spans or {}
         items = [
             Kept(
                 tenant=row["tenant"],
                 trace_id=row["trace_id"],
+                span_id=root_spans.get((row["tenant"], row["trace_id"]), ""),
                 sampling_reason=(row.get("reasons") or [""])[0],
                 inclusion_probability=row.get("probability"),
             )

@@ -61,10 +61,15 @@ def test_scores_judged_in_the_agent_arrive_as_evaluation_events_matching_the_sto
         wait_until(lambda: len(_scores(store)) == len(trace_ids) * METRICS, what="the scores stored")
         metrics = agent.render_prometheus()
         judge = agent.judging.service.judge if agent.judging.service else None
+        roots = {
+            r["trace_id"]: r["span_id"]
+            for r in store.query("SELECT trace_id, span_id FROM spans WHERE parent_span_id = ''")
+        }
     finally:
         agent.stop()
         receiver.stop()
     assert judge is not None
+    assert set(roots) == set(trace_ids)
     assert len(got) == len(trace_ids) * METRICS
     events = {(e.trace_id, e.attributes["gen_ai.evaluation.name"]): e for e in got}
     assert {trace for trace, _ in events} == set(trace_ids)
@@ -73,8 +78,8 @@ def test_scores_judged_in_the_agent_arrive_as_evaluation_events_matching_the_sto
         assert event.event_name == "gen_ai.evaluation.result"
         assert event.attributes["ragmon.judge.version"] == judge.version
         assert event.attributes["ragmon.tenant"] == "default"
-        # The agent's queue does not know the evaluated span (see ragmon/agent/judging.py): the trace id only.
-        assert event.span_id == ""
+        # parented to the evaluated trace's root span (the agent looks it up when it queues the trace)
+        assert event.span_id == roots[row["trace_id"]]
         if row["status"] == "ok":
             assert event.attributes["gen_ai.evaluation.score.value"] == pytest.approx(row["value"])
         else:

@@ -322,18 +322,18 @@ class Agent:
         return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
 
     def _queue_for_judging(self, kept: list[dict[str, Any]]) -> None:
-        """Queue traces whose payload was just copied, with their root span ids (evaluation events are parented to
-        the root): one lookup per copy. A lookup that fails costs only the span ids (events then carry the trace id
-        alone), never the queueing."""
-        try:
-            roots = self.store.root_span_ids(kept)
-        except Exception as exc:
-            log.warning(
-                "root span ids of %d kept traces not found (their evaluation events name the trace only): %s",
-                len(kept),
-                exc,
-            )
-            roots = {}
+        """Queue traces whose payload was just copied. With evaluation events on, each item also gets its trace's
+        root span id, the span the events are parented to: one more query per payload copy, which cost 6-7 % agent
+        CPU per span at saturation (benchmarks/ingest.py --against, 3 rounds), so only when events are sent. A
+        lookup that fails costs only the span ids (events then carry the trace id alone), never the queueing."""
+        roots: dict[tuple[str, str], str] = {}
+        if self.settings.judge.events.endpoint:
+            try:
+                roots = self.store.root_span_ids(kept)
+            except Exception as exc:
+                log.warning(
+                    "no root span ids for %d kept traces (their events name the trace only): %s", len(kept), exc
+                )
         self.judging.enqueue(kept, roots)
 
     def _query(self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int) -> list[dict[str, Any]]:

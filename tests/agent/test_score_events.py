@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from ragmon.sinks import Store, open_store
+from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
@@ -117,3 +118,24 @@ def test_with_the_receiver_down_every_score_is_stored_and_every_event_counted_as
         float(n) for n in re.findall(r'^ragmon_judge_events_dropped_total\{reason="[a-z_]+"\} (\S+)$', metrics, re.M)
     )
     assert dropped == len(trace_ids) * METRICS
+
+
+def test_a_root_span_lookup_that_fails_costs_only_the_span_ids(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def store_down(kept: object) -> dict[tuple[str, str], str]:
+        raise StoreError("the store is down for this query")
+
+    monkeypatch.setattr(store, "root_span_ids", store_down)
+    receiver = GrpcLogsReceiver()
+    bodies, trace_ids = kept_traces(3)
+    agent = _agent(tmp_path, store, {"endpoint": receiver.endpoint, "protocol": "grpc"}).start()
+    try:
+        post(f"http://127.0.0.1:{agent.receivers[0].port}", bodies)
+        got = receiver.wait_for(len(trace_ids) * METRICS, timeout_s=90)
+    finally:
+        agent.stop()
+        receiver.stop()
+    # every kept trace was still queued and judged; its events name the trace alone
+    assert {e.trace_id for e in got} == set(trace_ids)
+    assert {e.span_id for e in got} == {""}

@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ragmon.sinks.schema import quote_identifier
+
 from ragmon import attributes as attr
 
 Query = tuple[str, dict[str, Any]]
 
 
 def _table(database: str, name: str) -> str:
-    # `database` qualifies the table when the store's default database is another one; it is an identifier the
-    # caller chose (never user text), checked here because identifiers cannot be bound parameters
-    if database and not database.replace("_", "").isalnum():
-        raise ValueError(f"not a database name: {database!r}")
-    return f"{database}.{name}" if database else name
+    # `database` qualifies the table when the store's default database is another one (identifiers cannot be
+    # bound parameters, so it is quoted as the schema's DDL quotes it)
+    return f"{quote_identifier(database)}.{name}" if database else name
 
 
 def kept_traces_page(

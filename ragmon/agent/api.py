@@ -144,13 +144,7 @@ class ApiServer:
                     return
                 if api.dashboard is not None and api.dashboard.handles_post(path):
                     headers = {name.lower(): value for name, value in self.headers.items()}
-                    length = int(self.headers.get("Content-Length") or 0)
-                    # Read whatever is answered, refusals included: an unread body on a kept-alive connection
-                    # would be parsed as the browser's next request. One too large is not read: the connection
-                    # closes after the answer instead.
-                    body = self.rfile.read(length) if length <= MAX_LABEL_BODY_BYTES else None
-                    self.close_connection = self.close_connection or body is None
-                    self._send(api.dashboard.post(path, headers, body))
+                    self._send(api.dashboard.post(path, headers, self._body(MAX_LABEL_BODY_BYTES)))
                     return
                 if path != "/api/query":
                     self._reply(404, {"error": "no such endpoint"})

@@ -21,12 +21,10 @@ out), `export_failed` (the exporter gave up: collector down, rejected, timed out
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
-import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +33,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.resources import Resource
 from ragmon.judges.evaluation_events import evaluation_event
 
+from ragmon._batch_queue import BatchQueue
 from ragmon.version import __version__
 
 log = logging.getLogger("ragmon.judges")
@@ -73,7 +72,8 @@ class EventStats:
 
 
 class CountingLogProcessor(LogRecordProcessor):
-    """Bounded queue + one export thread around a `LogRecordExporter`. Never blocks or raises on the caller."""
+    """Bounded queue + one export thread (the SDK's `ragmon._batch_queue`, which the span export uses too) around a
+    `LogRecordExporter`. Never blocks or raises on the caller."""
 
     def __init__(
         self,
@@ -83,22 +83,16 @@ class CountingLogProcessor(LogRecordProcessor):
         batch_max_events: int = 512,
         flush_interval_s: float = 1.0,
     ) -> None:
-        if queue_max_events < 1 or batch_max_events < 1 or flush_interval_s <= 0:
-            raise ValueError("queue_max_events and batch_max_events must be >= 1 and flush_interval_s > 0")
         self.stats = EventStats()
         self._exporter = exporter
-        self._queue: collections.deque[ReadWriteLogRecord] = collections.deque()
-        self._queue_max = queue_max_events
-        self._batch_max = batch_max_events
-        self._interval_s = flush_interval_s
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._idle = threading.Condition()
-        self._flush_requested = 0
-        self._flush_done = 0
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="ragmon-judge-events", daemon=True)
-        self._thread.start()
+        self._queue: BatchQueue[ReadWriteLogRecord] = BatchQueue(
+            self._send,
+            on_drop=self.stats.drop,
+            queue_max=queue_max_events,
+            batch_max=batch_max_events,
+            flush_interval_s=flush_interval_s,
+            thread_name="ragmon-judge-events",
+        )
 
     @property
     def queue_depth(self) -> int:
@@ -107,73 +101,26 @@ class CountingLogProcessor(LogRecordProcessor):
     # -- the judge's side ----------------------------------------------------------------------------------
     def on_emit(self, log_record: ReadWriteLogRecord) -> None:
         self.stats.emitted += 1
-        if self._closed:
-            self.stats.drop("shutdown")
-            return
-        if len(self._queue) >= self._queue_max:
-            self.stats.drop("queue_full")
-            return
-        self._queue.append(log_record)
-        if len(self._queue) >= self._batch_max and not self._wake.is_set():
-            self._wake.set()
+        self._queue.offer(log_record)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Send everything queued now; False if that took longer than the timeout (the thread carries on)."""
-        if self._closed or not self._thread.is_alive():
-            return not self._queue
-        deadline = time.monotonic() + timeout_millis / 1000
-        with self._idle:
-            self._flush_requested += 1
-            ticket = self._flush_requested
-            self._wake.set()
-            while self._flush_done < ticket:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(remaining)
-        return True
+        return self._queue.flush(timeout_millis / 1000)
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Flush within `timeout_s`, then stop: what is still queued or being retried is counted as `shutdown`."""
-        if self._closed:
-            return
-        deadline = time.monotonic() + timeout_s
-        self.force_flush(int(timeout_s * 1000))
-        self._closed = True
-        self._stop.set()
-        self._wake.set()
-        # The exporter's shutdown interrupts a retry backoff, so a collector that is down cannot hold us here.
+        # The exporter's shutdown interrupts a retry backoff, so a collector that is down cannot hold us here; a
+        # thread still inside the exporter then counts its batch itself (as shutdown).
+        self._queue.close(timeout_s, interrupt=self._shutdown_exporter)
+
+    def _shutdown_exporter(self) -> None:
         try:
             self._exporter.shutdown()  # type: ignore[no-untyped-call]  # untyped in the SDK
         except Exception as exc:
             log.warning("evaluation event exporter shutdown raised: %r", exc)
-        # What is left of the budget; a thread still inside the exporter counts its batch itself (as shutdown).
-        self._thread.join(max(0.1, deadline - time.monotonic()))
-        leftover = len(self._queue)
-        if leftover:
-            self._queue.clear()
-            self.stats.drop("shutdown", leftover)
 
     # -- the export thread ---------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._interval_s)
-            self._wake.clear()
-            with self._idle:
-                ticket = self._flush_requested
-            self._drain()
-            if ticket > self._flush_done:
-                with self._idle:
-                    self._flush_done = ticket
-                    self._idle.notify_all()
-
-    def _drain(self) -> None:
-        queue = self._queue
-        while queue and not self._stop.is_set():
-            batch = [queue.popleft() for _ in range(min(self._batch_max, len(queue)))]
-            self._send(batch)
-
-    def _send(self, batch: Sequence[ReadWriteLogRecord]) -> None:
+    def _send(self, batch: list[ReadWriteLogRecord], stop: threading.Event) -> None:
         readable = [
             ReadableLogRecord(
                 log_record=record.log_record,
@@ -187,15 +134,15 @@ class CountingLogProcessor(LogRecordProcessor):
         try:
             result = self._exporter.export(readable)
         except Exception as exc:  # a broken exporter must never take the export thread down
-            if not self._stop.is_set():
+            if not stop.is_set():
                 log.warning("evaluation event exporter raised: %r", exc)
-            self.stats.drop("shutdown" if self._stop.is_set() else "exporter_error", len(batch))
+            self.stats.drop("shutdown" if stop.is_set() else "exporter_error", len(batch))
             return
         if result is LogRecordExportResult.SUCCESS:
             self.stats.exported += len(batch)
         else:
             # The exporter logged why; a failure caused by our own shutdown interrupting its retries is ours.
-            self.stats.drop("shutdown" if self._stop.is_set() else "export_failed", len(batch))
+            self.stats.drop("shutdown" if stop.is_set() else "export_failed", len(batch))
 
 
 class EvaluationEvents:

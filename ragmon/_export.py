@@ -20,7 +20,6 @@ running total travels with each export request as a scope attribute, so the agen
 
 from __future__ import annotations
 
-import collections
 import gzip
 import http.client
 import threading
@@ -35,6 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ragmon import attributes as attr
+from ragmon._batch_queue import BatchQueue
 from ragmon._log import logger, warn_limited
 from ragmon._otlp import SpanEncoder
 from ragmon.retry import Outcome, RetryPolicy, classify_http_status, parse_retry_after
@@ -197,7 +197,7 @@ def _rejected_spans(response_body: bytes) -> int:
 
 
 class QueueSpanProcessor(SpanProcessor):
-    """Bounded queue + one export thread. Never blocks or raises on the app's threads."""
+    """Bounded queue + one export thread (`ragmon._batch_queue`). Never blocks or raises on the app's threads."""
 
     def __init__(
         self,
@@ -209,19 +209,16 @@ class QueueSpanProcessor(SpanProcessor):
     ) -> None:
         self.stats = ExportStats()
         self._transport = transport
-        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._drop_lock = threading.Lock()  # app threads drop (queue full) while the export thread counts failures
+        self._queue: BatchQueue[ReadableSpan] = BatchQueue(
+            self._send,
+            on_drop=self._count_drop,
+            queue_max=queue_max_spans,
+            batch_max=batch_max_spans,
+            flush_interval_s=flush_interval_s,
+            thread_name="ragmon-export",
+        )
         self._queue_max = queue_max_spans
-        self._batch_max = batch_max_spans
-        self._interval_s = flush_interval_s
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._idle = threading.Condition()
-        self._flush_requested = 0
-        self._flush_done = 0
-        self._drop_lock = threading.Lock()
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="ragmon-export", daemon=True)
-        self._thread.start()
 
     @property
     def queue_depth(self) -> int:
@@ -232,92 +229,33 @@ class QueueSpanProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        queue = self._queue
-        if len(queue) >= self._queue_max or self._closed:
-            with self._drop_lock:
-                self.stats.drop("shutdown" if self._closed else "queue_full", 1)
+        if not self._queue.offer(span) and not self._queue.closed:
             warn_limited("queue_full", "ragmon export queue full (%d spans); dropping spans", self._queue_max)
-            return
-        queue.append(span)
-        if len(queue) >= self._batch_max and not self._wake.is_set():  # set() takes a lock: only when needed
-            self._wake.set()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        if self._closed or not self._thread.is_alive():
-            return not self._queue
-        deadline = time.monotonic() + timeout_millis / 1000
-        with self._idle:
-            self._flush_requested += 1
-            ticket = self._flush_requested
-            self._wake.set()
-            while self._flush_done < ticket:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(remaining)
-        return True
+        return self._queue.flush(timeout_millis / 1000)
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
-        if self._closed:
+        if self._queue.closed:
             return
-        self.force_flush(int(timeout_s * 1000))
-        self._closed = True
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout_s)
-        leftover = len(self._queue)
-        if leftover:
-            self._queue.clear()
-            self.stats.drop("shutdown", leftover)
+        self._queue.close(timeout_s)
         self._transport.close()
 
     # -- export thread -------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        # Full batches go out as soon as they are full. A partial batch goes out only when a flush asks for it, or
-        # when no batch at all went out for a flush interval — so under a steady stream only full batches are
-        # sent, and a quiet stream's spans still leave within one interval. Every export request costs ~0.2 ms
-        # of CPU however small it is (HTTP, the receiver's response): sending the few spans that arrived during
-        # a full batch's export as their own request, as this loop used to, doubled the requests under load.
-        interval_s = self._interval_s
-        partial_due = time.monotonic() + interval_s
-        while not self._stop.is_set():
-            self._wake.wait(max(0.0, partial_due - time.monotonic()))
-            self._wake.clear()
-            with self._idle:
-                ticket = self._flush_requested
-            flushing = ticket > self._flush_done
-            sent = self._drain(send_partial=flushing or time.monotonic() >= partial_due)
-            now = time.monotonic()
-            if sent or now >= partial_due:
-                partial_due = now + interval_s
-            if flushing:
-                with self._idle:
-                    self._flush_done = ticket
-                    self._idle.notify_all()
+    def _count_drop(self, reason: str, spans: int) -> None:
+        with self._drop_lock:
+            self.stats.drop(reason, spans)
 
-    def _drain(self, send_partial: bool) -> int:
-        """Export full batches, then the rest if `send_partial`; return how many batches were sent."""
-        queue = self._queue
-        batch_max = self._batch_max
-        sent = 0
-        while not self._stop.is_set():
-            count = len(queue)
-            if count >= batch_max:
-                count = batch_max
-            elif not count or not send_partial:
-                break
-            batch = [queue.popleft() for _ in range(count)]
-            self.stats.attempted += count
-            try:
-                result = self._transport.send(batch, self.stats.dropped_total, self._stop)
-            except Exception as exc:  # defensive: a transport bug must not kill the thread
-                logger.exception("ragmon export transport failed")
-                result = TransportResult(0, count, f"transport_error:{type(exc).__name__}")
-            self.stats.batches += 1
-            self.stats.exported += result.exported
-            if result.failed:
-                with self._drop_lock:
-                    self.stats.drop(result.reason or "unknown", result.failed)
-            self.stats.retries = getattr(self._transport, "retries", 0)
-            sent += 1
-        return sent
+    def _send(self, batch: list[ReadableSpan], stop: threading.Event) -> None:
+        count = len(batch)
+        self.stats.attempted += count
+        try:
+            result = self._transport.send(batch, self.stats.dropped_total, stop)
+        except Exception as exc:  # defensive: a transport bug must not kill the thread
+            logger.exception("ragmon export transport failed")
+            result = TransportResult(0, count, f"transport_error:{type(exc).__name__}")
+        self.stats.batches += 1
+        self.stats.exported += result.exported
+        if result.failed:
+            self._count_drop(result.reason or "unknown", result.failed)
+        self.stats.retries = getattr(self._transport, "retries", 0)

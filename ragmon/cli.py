@@ -35,6 +35,10 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
         "run the agent: OTLP receivers, tail sampler, ClickHouse store",
         _lazy("ragmon.agent.commands", "add_serve_arguments", "serve"),
     ),
+    "check": (
+        "validate a settings file as `serve` would at start-up and print what it means, starting nothing",
+        _lazy("ragmon.agent.check_command", "add_check_arguments", "check"),
+    ),
     "report": (
         "p50/p95/p99 latency, errors, tokens and cost per feature and stage",
         _lazy("ragmon.agent.commands", "add_report_arguments", "report"),

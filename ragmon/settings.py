@@ -115,8 +115,10 @@ class AgentSettings(_Section):
     # least 4 MiB (the embedded engine runs two at a time: sinks/chdb_backend.py WRITERS).
     insert_streams: int = Field(default=2, ge=1, le=16)
     content_retention_days: int = Field(default=1, ge=1)  # captured text of traces not (yet) kept
-    sampling: dict[str, Any] = Field(default_factory=dict)  # validated by the sampler at start-up
-    # [agent.alerts]: drift rules and channels, validated at start-up (ragmon/agent/drift/rules.py: AlertsConfig)
+    # [agent.sampling] and [agent.alerts] stay plain tables here: their models are built on the agent's policy and
+    # detector registries, which the SDK must not import. The agent validates them at start-up and `ragmon check`
+    # beforehand (ragmon/agent/sampling/config.py: SamplerConfig; ragmon/agent/drift/rules.py: AlertsConfig).
+    sampling: dict[str, Any] = Field(default_factory=dict)
     alerts: dict[str, Any] = Field(default_factory=dict)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
 

@@ -101,6 +101,7 @@ def serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from ragmon.agent.agent import Agent, DataDirInUse
+    from ragmon.agent.check_command import config_error
 
     try:
         settings = _settings(
@@ -110,7 +111,7 @@ def serve(args: argparse.Namespace) -> int:
         agent.start()
         _tune_gc_for_serving()
     except (ValidationError, ValueError, DataDirInUse, OSError) as exc:
-        print(f"ragmon serve: {exc}", file=sys.stderr)
+        print(f"ragmon serve: {config_error(exc)}", file=sys.stderr)
         return 2
     store = settings.agent.clickhouse_url or f"embedded ClickHouse (chDB) in {settings.agent.data_dir}"
     print(f"ragmon agent listening: OTLP/HTTP http://{settings.agent.otlp_http}/v1/traces", flush=True)

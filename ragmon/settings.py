@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -276,8 +277,6 @@ def _file_values(path: Path) -> dict[str, Any]:
     """A settings file: TOML (`.toml`) or JSON, shaped like the tree (`[agent]`, `[agent.sampling]`, ...)."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".toml":
-        import tomllib
-
         return tomllib.loads(text)
     loaded = json.loads(text)
     if not isinstance(loaded, dict):

@@ -16,6 +16,7 @@ from ragmon.sinks.errors import StoreError, classify
 
 
 def _map_error(exc: Exception) -> StoreError:
+    # clickhouse_connect is imported only with a server store (~100 ms): the embedded default never loads it
     from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
     code = getattr(exc, "code", None)

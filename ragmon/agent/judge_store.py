@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragmon.judges.agent_client import AgentStoreClient
 from ragmon.judges.types import RagSample
 from ragmon.sinks import open_store
 from ragmon.sinks.schema import SCORE_COLUMNS
@@ -197,8 +198,6 @@ def open_store_side(clickhouse_url: str | None, data_dir: str | Path) -> StoreSi
 def agent_store_side(data_dir: str | Path) -> StoreSide:
     """The store through the running agent that owns `<data_dir>` (`ragmon.judges.agent_client`): for a worker beside
     `ragmon serve` on the embedded store, which one process only may open."""
-    from ragmon.judges.agent_client import AgentStoreClient
-
     client = AgentStoreClient(data_dir)
     # A lock each, not one shared: a payload ask need not wait behind a score delivery (the agent orders its store)
     return StoreSide(StorePayloadSource(client), StoreScoreSink(client), client)

@@ -10,7 +10,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ragmon.demo.passages import Question
+from ragmon.demo.embedder import make_embedder
+from ragmon.demo.passages import Question, load_corpus, load_questions
+from ragmon.demo.reranker import OverlapReranker
+from ragmon.demo.retriever import Retriever
 
 Ranker = Callable[[str], Sequence[str]]  # question -> passage ids, best first
 
@@ -38,10 +41,6 @@ def evaluate(rank: Ranker, questions: Sequence[Question], k: int) -> RetrievalSc
 
 
 def main() -> int:
-    from ragmon.demo.embedder import make_embedder
-    from ragmon.demo.passages import load_corpus, load_questions
-    from ragmon.demo.reranker import OverlapReranker
-    from ragmon.demo.retriever import Retriever
 
     prefer = sys.argv[1] if len(sys.argv) > 1 else "hashing"
     corpus, questions = load_corpus(), load_questions()

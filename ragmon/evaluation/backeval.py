@@ -33,6 +33,10 @@ from typing import Any
 from ragmon.evaluation.backeval_journal import JournalEntry, RunJournal
 from ragmon.evaluation.backeval_source import KeptTrace
 from ragmon.evaluation.triage import TriageInput, diagnose
+from ragmon.judges.llm_judge import current_feature
+from ragmon.judges.queue import Lease
+from ragmon.judges.score_rows import score_row
+from ragmon.judges.types import MetricResult, RagSample, Status
 
 ProgressFn = Callable[[int], None]  # traces finished so far in this invocation
 
@@ -52,8 +56,6 @@ class BackevalOutcome:
 
 
 def _lease(trace: KeptTrace, judge_version: str) -> Any:
-    from ragmon.judges.queue import Lease
-
     # score_row takes the worker's lease for the trace's identity and sampling facts; there is no queue here.
     return Lease(
         tenant=trace.tenant,
@@ -80,10 +82,6 @@ async def score_traces(
     progress: ProgressFn | None = None,
 ) -> BackevalOutcome:
     """Score the traces the journal lacks (journal opened by the caller). Returns what happened."""
-    from ragmon.judges.llm_judge import current_feature
-    from ragmon.judges.score_rows import score_row
-    from ragmon.judges.types import MetricResult, RagSample, Status
-
     if concurrency < 1:
         raise ValueError("concurrency must be ≥ 1")
     done_keys = set(journal.state.entries)

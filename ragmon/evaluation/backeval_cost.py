@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragmon.evaluation.backeval_source import KeptTrace
+from ragmon.judges.metrics import answer_relevance, context_precision, context_relevance, faithfulness
+from ragmon.pricing import load_price_table
 
 BYTES_PER_TOKEN = 4.0
 EXPECTED_REPLY_TOKENS = 200
@@ -54,8 +56,6 @@ def _message_bytes(messages: Sequence[Mapping[str, str]]) -> int:
 
 def _llm_calls(metric: str, trace: KeptTrace) -> tuple[list[int], int]:
     """(prompt bytes per chat call, embedding input bytes) of one metric on one trace."""
-    from ragmon.judges.metrics import answer_relevance, context_precision, context_relevance, faithfulness
-
     passages = list(trace.passages)
     if metric == "faithfulness":
         claims = faithfulness.CLAIMS_PROMPT.render({"question": trace.question, "answer": trace.answer})
@@ -85,8 +85,6 @@ def estimate_cost(traces: Iterable[KeptTrace], metrics: Sequence[str], judge: An
     config = getattr(judge, "config", None)
     if name != "llm" or config is None:
         return CostEstimate(traces=len(chosen), usd=None, worst_case_usd=None)
-    from ragmon.pricing import load_price_table
-
     prices = load_price_table(config.price_file)
     chat_bytes: list[int] = []
     embed_bytes = 0

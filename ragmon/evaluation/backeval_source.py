@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
 from ragmon.evaluation.errors import EvalInputError
+from ragmon.sinks import open_store
 from ragmon.sinks.backeval_sql import Query, eval_row_ids, kept_traces_page
+from ragmon.sinks.errors import StoreError
 
 PAGE_ROWS = 1_000  # under the query API's 10,000-row cap
 
@@ -129,8 +132,6 @@ class StoreTraceSource:
     owns_store: bool = True
 
     def select(self, selection: Selection) -> list[KeptTrace]:
-        from ragmon.sinks.errors import StoreError
-
         try:
             return select_with(lambda sql, params: list(self.store.query(sql, params)), selection)
         except StoreError as exc:
@@ -187,17 +188,12 @@ class OpenedSource:
 
 def open_trace_source(data_dir: Path, clickhouse_url: str | None, api_key: str | None) -> OpenedSource:
     """The store when this process may open it, else the agent that owns ``data_dir`` (see the module docstring)."""
-    from ragmon.sinks import open_store
-    from ragmon.sinks.errors import StoreError
-
     if clickhouse_url:
         try:
             store = open_store(clickhouse_url)
         except StoreError as exc:
             raise EvalInputError(f"cannot open the store at {clickhouse_url}: {exc}") from exc
         return OpenedSource(StoreTraceSource(store), store, store.close, clickhouse_url)
-    from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
-
     try:
         lock = claim_or_find_agent(data_dir)
     except DataDirUnavailable as exc:

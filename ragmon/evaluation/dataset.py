@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,4 @@ def load_dataset(path: str | Path) -> list[DatasetRow]:
 
 def example_dataset_path() -> Path:
     """The example dataset shipped with the demo app (``ragmon/demo/eval_dataset.jsonl``)."""
-    from importlib import resources
-
     return Path(str(resources.files("ragmon.demo").joinpath("eval_dataset.jsonl")))

@@ -10,6 +10,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ragmon.demo import RagApp
+from ragmon.demo.app import DEFAULT_FEATURE
+from ragmon.demo.generator import NO_ANSWER
 from ragmon.evaluation.dataset import DatasetRow
 
 _lock = threading.Lock()
@@ -20,15 +23,10 @@ def _demo_app() -> Any:
     global _app
     with _lock:
         if _app is None:
-            from ragmon.demo import RagApp
-
             _app = RagApp()
         return _app
 
 
 def answer(row: DatasetRow) -> dict[str, Any]:
-    from ragmon.demo.app import DEFAULT_FEATURE
-    from ragmon.demo.generator import NO_ANSWER
-
     result = _demo_app().answer(row.question, feature=row.feature or DEFAULT_FEATURE)
     return {"answer": result.text, "refused": result.text.startswith(NO_ANSWER), "trace_id": result.trace_id}

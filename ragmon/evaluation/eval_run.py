@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+import ragmon
 from ragmon import attributes as attr
 from ragmon.evaluation.app_entry import AppFn, to_app_result
 from ragmon.evaluation.dataset import DatasetRow
@@ -114,11 +118,6 @@ def traced_run(
     run the rows, flush what was exported, and leave ragmon unconfigured again. The run's name is a resource
     attribute of that provider, and the app's global provider (third-party instrumentation) gets the tagger too:
     how the marker reaches every span is in `run_tracing`'s docstring."""
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-
-    import ragmon
-
     resource = Resource.create({"service.name": service_name, attr.RAGMON_EVAL_RUN: run_name})
     provider = TracerProvider(resource=resource)
     collector = RowSpanCollector()

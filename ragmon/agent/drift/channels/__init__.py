@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from ragmon.agent.drift.channels.base import Channel, ChannelStats, Delivery, Dispatcher
@@ -14,8 +15,6 @@ from ragmon.retry import RetryPolicy
 
 def build_channel(name: str, config: ChannelConfig) -> Channel:
     if isinstance(config, LogChannelConfig):
-        import logging
-
         return LogChannel(name, logging.getLogger(config.logger))
     return WebhookChannel(
         config.url,

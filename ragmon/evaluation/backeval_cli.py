@@ -2,6 +2,9 @@
 [--budget-usd X] [--yes]``: re-scores stored kept traces (production traffic unless asked for eval traffic) with a
 judge as a named, resumable run (`ragmon.evaluation.backeval`). Exit codes: **0** done, **2** usage or input
 error, **3** stopped by its budget, **130** interrupted (both resume with the same ``--name``).
+
+Like every command module, it imports the modules its command needs when the command runs, not at load time,
+so `ragmon --help` and the other commands do not pay for them.
 """
 
 from __future__ import annotations

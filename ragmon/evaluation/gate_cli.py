@@ -3,6 +3,9 @@ compares two per-row results files (`ragmon.evaluation.gate_runs`) under the rul
 and prints the Markdown report (``--format json`` prints the JSON one instead). Exit codes: **0** pass, **1**
 regression, **2** usage or input error. ``steps``, ``budget_stop`` and ``must_not_violations`` are lower-is-better
 without being told.
+
+Like every command module, it imports the modules its command needs when the command runs, not at load time,
+so `ragmon --help` and the other commands do not pay for them.
 """
 
 from __future__ import annotations

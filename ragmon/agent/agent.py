@@ -32,6 +32,7 @@ from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ports import check_ports_free
 from ragmon.agent.reviewers import ReadKeys, ReviewerKeys
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
+from ragmon.agent.sampling.sampler import EVAL_PREFIX
 from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
@@ -353,11 +354,19 @@ class Agent:
                 log.warning("could not refresh recent p95 figures: %s", exc)
         return self._p95.get((feature, stage))
 
-    def _kept_by_reason(self) -> tuple[Counter[str], int]:
-        """Kept traces by first reason, and every trace decided, since start (the sampler's own counts)."""
-        counts = self.sampler.counts
-        kept = Counter({key.split(":", 1)[1]: n for key, n in counts.items() if key.startswith("kept:")})
-        decided = sum(n for key, n in counts.items() if key.startswith("decided:"))
+    def _kept_by_reason(self, traffic: str = "") -> tuple[Counter[str], int]:
+        """Kept traces by first reason, and every trace decided, since start (the sampler's own counts), of
+        production (`traffic` '') or of eval runs (`EVAL_PREFIX`)."""
+        kept: Counter[str] = Counter()
+        decided = 0
+        for key, n in self.sampler.counts.items():
+            if not key.startswith(traffic) or (not traffic and key.startswith(EVAL_PREFIX)):
+                continue
+            kind, _, reason = key[len(traffic) :].partition(":")
+            if kind == "kept":
+                kept[reason] += n
+            elif kind == "decided":
+                decided += n
         return kept, decided
 
     # -- /metrics --------------------------------------------------------------------------------------------
@@ -425,19 +434,27 @@ class Agent:
                 if k.split(":")[0] in {"keep", "skip", "drop"}
             ],
         )
-        kept, decided = self._kept_by_reason()
+        kept_samples: list[tuple[str, float]] = []
+        share_samples: list[tuple[str, float]] = []
+        for traffic, prefix in (("production", ""), ("evaluation", EVAL_PREFIX)):
+            kept, decided = self._kept_by_reason(prefix)
+            for reason, n in sorted(kept.items()):
+                labels = f'{{reason="{reason}",traffic="{traffic}"}}'
+                kept_samples.append((labels, n))
+                share_samples.append((labels, round(n / max(decided, 1), 6)))
         metric(
             "ragmon_sampler_kept_traces_total",
             "counter",
-            "Kept traces, by first reason (policies in configured order): these add up to all kept traces.",
-            [(f'{{reason="{reason}"}}', n) for reason, n in sorted(kept.items())],
+            "Kept traces, by first reason (policies in configured order) and traffic (production, or `ragmon eval "
+            "run` traces): a traffic's reasons add up to all its kept traces.",
+            kept_samples,
         )
         metric(
             "ragmon_sampler_kept_share",
             "gauge",
-            "Share of the traces decided since start that were kept, by first reason (for a window: the rate of "
-            "ragmon_sampler_kept_traces_total over the rate of all decisions).",
-            [(f'{{reason="{reason}"}}', round(n / max(decided, 1), 6)) for reason, n in sorted(kept.items())],
+            "Share of a traffic's traces decided since start that were kept, by first reason (for a window: the rate "
+            "of ragmon_sampler_kept_traces_total over the rate of that traffic's decisions).",
+            share_samples,
         )
         metric(
             "ragmon_sampler_policy_total",

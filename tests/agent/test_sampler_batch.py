@@ -187,6 +187,14 @@ def test_columnar_and_per_trace_paths_decide_alike(name: str, seed: int) -> None
     assert 0 < kept < len(expected)  # the stream exercises both outcomes
     assert {d[0][4] for d in expected.values()} >= {"complete", "timeout"}
     assert any(len(d) > 1 and d[1][4] == "late" for d in expected.values())
+    # an eval run's decisions are counted apart (the kept share /metrics shows is production's), once per trace
+    for counts in (per_trace.counts, columnar.counts):
+        for traffic, prefix in (("production", ""), ("evaluation", "eval:")):
+            first = [d[0] for d in expected.values() if bool(d[0][6]) == (traffic == "evaluation")]
+            decided = sum(n for k, n in counts.items() if k.startswith(prefix + "decided:"))
+            kept = sum(n for k, n in counts.items() if k.startswith(prefix + "kept:"))
+            assert first and decided == len(first)
+            assert kept == sum(1 for d in first if d[1] is Decision.KEEP)
 
 
 def test_a_decision_names_the_batch_its_trace_was_first_seen_in() -> None:

@@ -123,8 +123,9 @@ def test_errors_and_slow_traces_all_kept_baseline_within_its_interval(tmp_path: 
     assert summary["kept_by_reason"] == dict(first_reasons) and set(first_reasons) == {"error", "slow", "baseline"}
     metrics = agent.render_prometheus()
     for reason, n in first_reasons.items():
-        assert f'ragmon_sampler_kept_traces_total{{reason="{reason}"}} {n}' in metrics
-        assert f'ragmon_sampler_kept_share{{reason="{reason}"}} {round(n / TRACES, 6)}' in metrics
+        labels = f'{{reason="{reason}",traffic="production"}}'
+        assert f"ragmon_sampler_kept_traces_total{labels} {n}" in metrics
+        assert f"ragmon_sampler_kept_share{labels} {round(n / TRACES, 6)}" in metrics
     for wanted in ("error", "slow"):
         ids = {t for t, k in kinds.items() if k == wanted}
         assert ids and ids <= set(kept), f"{len(ids - set(kept))} {wanted} traces were not kept"

@@ -189,6 +189,10 @@ def test_an_eval_run_lands_apart_from_production(
     assert {k: v for k, v in production.items() if k[1] == "request"} == {("docs-qa", "request"): 2}
     assert {k: v for k, v in run.items() if k[1] == "request"} == {("docs-qa", "request"): len(SLICE)}
     assert report("--eval") == run
+    # the sampler's own counts on /metrics keep the traffics apart too (every trace is kept here, as baseline)
+    kept = 'ragmon_sampler_kept_traces_total{{reason="baseline",traffic="{}"}}'
+    assert agent.metric(kept.format("production")) == 2
+    assert agent.metric(kept.format("evaluation")) == len(SLICE)
     assert report("--eval-run", "another-run") == {}
     assert main(["report", "--since", "1h", "--data-dir", str(agent.data_dir)]) == 0  # the text says which traffic
     assert capsys.readouterr().out.startswith("traffic: production; evaluation runs: --eval or --eval-run NAME\n")

@@ -69,9 +69,14 @@ class DecidedTrace:
     eval_run: str = ""  # '' = production traffic; else the `ragmon eval run` it belongs to
 
 
-def kept_key(reasons: tuple[str, ...]) -> str:
+# Counter keys of an eval run's decisions start with this: `ragmon eval run` traffic is decided like production's
+# but counted apart, so the kept share /metrics and the demo show is production's (as the report's is).
+EVAL_PREFIX = "eval:"
+
+
+def kept_key(reasons: tuple[str, ...], eval_run: str = "") -> str:
     """The counter key of a kept trace: its first reason, so kept shares by reason add up to the kept share."""
-    return "kept:" + (reasons[0] if reasons else "")
+    return (EVAL_PREFIX if eval_run else "") + "kept:" + (reasons[0] if reasons else "")
 
 
 @dataclass(slots=True, eq=False)
@@ -284,9 +289,10 @@ class Sampler:
             if not trace.eval_run:
                 self.request_latency.add_one(trace.tenant, trace.feature, trace.root_duration_ms)
         outcome = self.policy.decide(trace, now)
-        self.counts[_DECIDED[outcome.decision]] += 1
+        traffic = EVAL_PREFIX if trace.eval_run else ""
+        self.counts[traffic + _DECIDED[outcome.decision]] += 1
         if outcome.decision is Decision.KEEP:
-            self.counts[kept_key(outcome.reasons)] += 1
+            self.counts[kept_key(outcome.reasons, trace.eval_run)] += 1
         self.counts["decided_by:" + decided_by] += 1
         first_seq = trace.first_ingest_seq
         self._remember(trace.trace_id, (outcome.decision, outcome.reasons, outcome.probability, first_seq))
@@ -341,10 +347,14 @@ class Sampler:
                     eval_runs[row],
                 )
             )
-        for decision, n in Counter(outcome.decision).items():
-            self.counts[_DECIDED[decision]] += n
+        runs = [eval_runs[row] for row in rows.tolist()]
         self.counts.update(
-            kept_key(r) for d, r in zip(outcome.decision, outcome.reasons, strict=True) if d is Decision.KEEP
+            (EVAL_PREFIX if run else "") + _DECIDED[d] for run, d in zip(runs, outcome.decision, strict=True)
+        )
+        self.counts.update(
+            kept_key(r, run)
+            for run, d, r in zip(runs, outcome.decision, outcome.reasons, strict=True)
+            if d is Decision.KEEP
         )
         self.counts["decided_by:" + decided_by] += len(rows)
 

@@ -14,10 +14,20 @@ inserts would ignore). chDB has no MergeTree `system.*_log` tables to cap.
 queries): chDB takes it as a start-up argument in the first connection's string, and a query past it fails with
 MEMORY_LIMIT_EXCEEDED (retryable: the writer retries the batch) instead of the process growing until it is killed.
 It applies only if this backend starts the engine: a process's engine is started once, by its first connection.
+
+Inserts go as `INSERT … SELECT * FROM file(…)` of a file written under the data directory, not through chDB's
+streaming insert (`send_insert`): in chDB 4.4 (engine 26.9) the streaming insert returned success when one of the
+views it fed failed — MEMORY_LIMIT_EXCEEDED under the memory cap left whole batches out of `spans` while
+`span_content` had them, the error visible only in `system.errors` (reproduced at caps of 80-150 MiB, several
+batches in 30). A statement run by `query` raises its views' errors, so the writer retries the batch with its
+deduplication token and what the failed attempt had stored is not stored twice. The file costs a write of the
+batch to the page cache; tests/sinks/test_chdb_insert_errors.py holds the case.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import queue
 import threading
 from pathlib import Path
@@ -25,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 from ragmon.sinks.arrow import to_ipc_stream
-from ragmon.sinks.backend import Params, Settings, escape_param, settings_clause
+from ragmon.sinks.backend import Params, Settings, escape_param, quote_string, settings_clause
 from ragmon.sinks.errors import StoreError, classify
 
 _SESSION = "log_queries=0&async_insert=0"
@@ -57,6 +67,12 @@ class ChdbBackend:
         except Exception as exc:  # e.g. another path already open in this process
             raise StoreError(f"cannot open chDB at {path}: {exc}", retryable=False) from exc
         self.path = path
+        # The files inserts are read from (see the module docstring); one left by a crash is never read again.
+        self._inserts = path / "inserts"
+        self._inserts.mkdir(exist_ok=True)
+        for leftover in self._inserts.iterdir():
+            leftover.unlink(missing_ok=True)
+        self._insert_numbers = itertools.count()
         # chDB connections are documented thread-safe; one statement per connection at a time matters for
         # send_insert (the connection accepts nothing else while an insert is open): an insert takes a writer from
         # this queue and gives it back, the other connections have a lock each.
@@ -100,20 +116,22 @@ class ChdbBackend:
         self._send(f"INSERT INTO {table}{settings_clause(settings)}", fmt, data)
 
     def _send(self, statement: str, fmt: str, payload: bytes) -> None:
+        """`statement` (an `INSERT INTO t [(columns)] [SETTINGS …]`) fed `payload` in format `fmt`, through a file."""
         self._check_open()
+        path = self._inserts / f"{os.getpid()}-{next(self._insert_numbers)}.{fmt.lower()}"
+        into, _, settings = statement.partition(" SETTINGS ")
+        sql = f"{into} SELECT * FROM file({quote_string(str(path))}, {fmt})" + (
+            f" SETTINGS {settings}" if settings else ""
+        )
         writer = self._writers.get()
         try:
-            inserter = writer.send_insert(statement, fmt)
-            try:
-                inserter.append(payload)
-                inserter.finish()
-            except BaseException:
-                inserter.cancel()
-                raise
+            path.write_bytes(payload)
+            writer.query(sql, "Null")
         except Exception as exc:
             raise classify(str(exc)) from exc
         finally:
             self._writers.put(writer)
+            path.unlink(missing_ok=True)
 
     def use_database(self, database: str) -> None:
         self._check_open()

@@ -10,17 +10,19 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-import ragmon
-from ragmon._otlp import encode_spans
 from ragmon.sinks import open_store, otlp_ingest
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import StoreError
+
+import ragmon
+from ragmon._otlp import encode_spans
 
 REQUESTS_PER_BATCH = 15
 
@@ -54,6 +56,23 @@ def request_bodies(count: int) -> tuple[list[bytes], int]:
     return bodies, spans_per_body
 
 
+def retried(action: Callable[[], object], what: str, deadline_s: float = 60.0) -> int:
+    """Run `action` until it succeeds, as the writer does (a statement past the cap fails; later it fits); the
+    errors it met. Past the deadline the process ends with a message: an engine that never recovers is a finding."""
+    errors, started = 0, time.monotonic()
+    while True:
+        try:
+            action()
+            return errors
+        except StoreError as exc:
+            if not exc.retryable:
+                raise
+            errors += 1
+            if time.monotonic() - started > deadline_s:
+                sys.exit(f"{what}: still failing after {errors} attempts in {deadline_s:.0f} s: {exc}")
+            time.sleep(0.05)
+
+
 def main(cap_mib: int, batches: int) -> None:
     bodies, spans_per_body = request_bodies(REQUESTS_PER_BATCH * batches)
     store = open_store(f"{tempfile.mkdtemp(prefix='capped')}/chdb", engine_memory_bytes=cap_mib * 1024**2)
@@ -61,24 +80,19 @@ def main(cap_mib: int, batches: int) -> None:
     errors = 0
     for b in range(batches):
         first = b * REQUESTS_PER_BATCH + 1
-        envelopes = [
-            seal(body, "acme", first + i) for i, body in enumerate(bodies[first - 1 : first - 1 + REQUESTS_PER_BATCH])
-        ]
-        for _attempt in range(300):
-            try:
-                store.insert_otlp(envelopes, f"wal:test:{first}-{first + REQUESTS_PER_BATCH - 1}")
-                break
-            except StoreError as exc:
-                if not exc.retryable:
-                    raise
-                errors += 1
-                time.sleep(0.05)
+        batch = bodies[first - 1 : first - 1 + REQUESTS_PER_BATCH]
+        envelopes = [seal(body, "acme", first + i) for i, body in enumerate(batch)]
+        token = f"wal:test:{first}-{first + REQUESTS_PER_BATCH - 1}"
+        errors += retried(lambda envelopes=envelopes, token=token: store.insert_otlp(envelopes, token), f"batch {b}")
     per_batch = f"intDiv(ingest_seq - 1, {REQUESTS_PER_BATCH})"
+
+    def read(sql: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        retried(lambda: rows.extend(store.query(sql, max_rows=10_000)), sql)
+        return rows
+
     counts = {
-        table: {
-            row["b"]: row["n"]
-            for row in store.query(f"SELECT {per_batch} AS b, count() AS n FROM {table} GROUP BY b", max_rows=10_000)
-        }
+        table: {row["b"]: row["n"] for row in read(f"SELECT {per_batch} AS b, count() AS n FROM {table} GROUP BY b")}
         for table in ("spans", "span_content")
     }
     print(json.dumps({"errors": errors, "spans_per_batch": spans_per_body * REQUESTS_PER_BATCH, **counts}))

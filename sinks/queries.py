@@ -51,7 +51,7 @@ def report_sql(
     (production unless asked: `ragmon.sinks.traffic`)."""
     first_hour, end_hour = full_hours(int(start_s), int(end_s))
     params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s), "h0": first_hour, "h1": end_hour}
-    filters = [traffic.condition(params=params)]
+    filters = [traffic.condition(params)]
     if tenant is not None:
         filters.append("tenant = {tenant:String}")
         params["tenant"] = tenant

@@ -40,7 +40,11 @@ class Backend(Protocol):
 
 
 def quote_string(value: str) -> str:
-    """A ClickHouse single-quoted string literal."""
+    """A ClickHouse single-quoted string literal.
+
+    For text that has to stand alone, where a bound parameter cannot go: DDL (the views' SQL and its constants,
+    stored with the view), migration guards (printed by `ragmon migrate --print` as a script to read or run) and
+    setting values (`queries.tenant_filter_settings`). A query's values are bound `{name:Type}` parameters."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

@@ -142,7 +142,7 @@ class DashboardQueries:
         """The tail sampler's decisions in the window: how many traces, how many kept, by first reason."""
         params = self._buckets(since_s)
         where = "minute >= toDateTime({start_s:Int64}) AND minute <= toDateTime({end_s:Int64})"
-        where += _feature_filter(feature, params) + f" AND {traffic.condition(params=params)}"
+        where += _feature_filter(feature, params) + f" AND {traffic.condition(params)}"
         rows = self._read(
             f"SELECT feature, outcome, reason, sum(traces) AS traces FROM {SAMPLING_TABLE} WHERE {where}"
             " GROUP BY feature, outcome, reason",
@@ -165,7 +165,7 @@ class DashboardQueries:
         params = self._buckets(since_s)
         table, column = _rollup_for(params["step"])
         where = f"{column} >= toDateTime({{start_s:Int64}}) AND {column} <= toDateTime({{end_s:Int64}})"
-        where += f" AND {traffic.condition(params=params)}"
+        where += f" AND {traffic.condition(params)}"
         return params, where + _feature_filter(feature, params), table
 
     def eval_runs(self, since_s: float, tenant: str | None) -> list[dict[str, Any]]:
@@ -219,7 +219,7 @@ class DashboardQueries:
         reaches back as far as payloads are kept (their start time places a score in time)."""
         params = self._buckets(since_s)
         feature_where = _feature_filter(feature, params, "p.feature")
-        feature_where += f" AND {traffic.condition('p.eval_run', params)}"
+        feature_where += f" AND {traffic.condition(params, 'p.eval_run')}"
         probability = "if(ifNull(s.judged_p, 0) > 0, ifNull(s.judged_p, 0), p.inclusion_probability)"
         # Online scores only (run_name ''); a re-judged (trace, metric) counts once, with its latest value.
         rows = self._read(
@@ -293,7 +293,7 @@ class DashboardQueries:
         """Kept traces, newest first: why kept, inclusion probability, duration, status and their judge scores."""
         now_s = int(self.clock())
         params: dict[str, Any] = {"start_s": now_s - int(since_s), "limit": max(1, min(int(limit), MAX_TRACES))}
-        feature_where = _feature_filter(feature, params) + f" AND {traffic.condition(params=params)}"
+        feature_where = _feature_filter(feature, params) + f" AND {traffic.condition(params)}"
         kept = self._read(
             "SELECT tenant, trace_id, feature, eval_run, start_time,"
             f" substring(question, 1, {_QUESTION_PREVIEW_CHARS}) AS question,"

@@ -1,7 +1,8 @@
 """The tail sampler's kept share by reason over a window, from the per-minute decision counts (`sampling_1m`).
 
-Plain SQL text with its values inlined (quoted), like `ragmon.sinks.quality`, so `ragmon report` can send it through the
-read-only query path — to a running agent's API as well — where the tenant filter applies as for any query.
+`kept_share_sql` returns the SQL and its `{name:Type}` parameters, like `ragmon.sinks.quality`, so `ragmon report`
+can send both through the read-only query path — to a running agent's API as well — where the tenant filter applies
+as for any query.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ragmon.sinks.backend import quote_string
 from ragmon.sinks.schema import SAMPLING_TABLE
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
@@ -21,19 +21,22 @@ def kept_share_sql(
     feature: str | None = None,
     table: str = SAMPLING_TABLE,
     traffic: Traffic = PRODUCTION,
-) -> str:
+) -> tuple[str, dict[str, Any]]:
     """Traces decided per (feature, outcome, reason) in the minutes of [start_s, end_s], of `traffic`."""
+    params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s)}
     where = [
-        f"minute >= toStartOfMinute(toDateTime({int(start_s)}))",
-        f"minute <= toDateTime({int(end_s)})",
-        traffic.condition(),
+        "minute >= toStartOfMinute(toDateTime({start_s:Int64}))",
+        "minute <= toDateTime({end_s:Int64})",
+        traffic.condition(params),
     ]
     if feature is not None:
-        where.append(f"feature = {quote_string(feature)}")
-    return (
+        where.append("feature = {feature:String}")
+        params["feature"] = feature
+    sql = (
         f"SELECT feature, outcome, reason, sum(traces) AS traces FROM {table} WHERE {' AND '.join(where)}"
         " GROUP BY feature, outcome, reason ORDER BY feature, outcome, reason"
     )
+    return sql, params
 
 
 def summarise(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

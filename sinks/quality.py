@@ -13,8 +13,9 @@ Both intervals are 95 % normal approximations, clipped to [0, 1] (every metric l
 scores there is no interval (None), and with few scores the interval is optimistic. Only online scores
 (`run_name = ''`) count; the day is the day the trace was scored (scores carry no trace start time).
 
-The SQL is plain text with its values inlined (quoted), so `ragmon report` can send it through the read-only query
-path — to a running agent's API as well — where the tenant filter applies as for any query.
+`quality_sql` returns the SQL and its `{name:Type}` parameters, so `ragmon report` can send both through the
+read-only query path — to a running agent's API (`POST /api/query` with `"params"`) as well — where the tenant filter
+applies as for any query.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ragmon.sinks.backend import quote_string
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 Z_95 = 1.959963984540054
@@ -35,21 +35,23 @@ def quality_sql(
     table: str = "scores",
     traffic: Traffic = PRODUCTION,
     payloads_table: str = "payloads",
-) -> str:
+) -> tuple[str, dict[str, Any]]:
     """One row of sums per (feature, day, metric, judge version) over scores in [start_s, end_s) of `traffic`
     (production unless asked; an eval run's scores are found through its payloads: `ragmon.sinks.traffic`)."""
     ok = "status = 'ok' AND value IS NOT NULL"
     weighted = f"{ok} AND ifNull(inclusion_probability, 0) > 0"
     p = "assumeNotNull(inclusion_probability)"
+    params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s)}
     where = [
         "run_name = ''",
-        f"scored_at >= toDateTime64({int(start_s)}, 3)",
-        f"scored_at < toDateTime64({int(end_s)}, 3)",
-        traffic.scores_condition(payloads_table),
+        "scored_at >= toDateTime64({start_s:Int64}, 3)",
+        "scored_at < toDateTime64({end_s:Int64}, 3)",
+        traffic.scores_condition(params, payloads_table),
     ]
     if feature is not None:
-        where.append(f"feature = {quote_string(feature)}")
-    return (
+        where.append("feature = {feature:String}")
+        params["feature"] = feature
+    sql = (
         "SELECT feature, toString(toDate(scored_at)) AS day, metric, judge_version,\n"
         "    count() AS judged, countIf(status = 'ok') AS ok,\n"
         "    countIf(has(flags, 'refusal')) AS refusals,\n"
@@ -68,6 +70,7 @@ def quality_sql(
         "GROUP BY feature, day, metric, judge_version\n"
         "ORDER BY feature, day, metric, judge_version"
     )
+    return sql, params
 
 
 def _interval(mean: float, variance: float) -> tuple[float, float]:

@@ -3,7 +3,8 @@
 The report window is whole minutes; every whole clock hour inside it is read from `spans_1h` and only the edge
 minutes from `spans_1m`, so a 24-hour report merges ~24 hourly states per key instead of ~1,440 minute states.
 
-Every value reaches the engine as a `{name:Type}` parameter; only fixed clauses are chosen in Python.
+Every value of a query reaches the engine as a `{name:Type}` parameter; only fixed clauses are chosen in Python.
+The tenant filter is a setting, not a query, and quotes its value (`tenant_filter_settings` says why).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def report_sql(
     (production unless asked: `ragmon.sinks.traffic`)."""
     first_hour, end_hour = full_hours(int(start_s), int(end_s))
     params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s), "h0": first_hour, "h1": end_hour}
-    filters = [traffic.condition(params=params)]
+    filters = [traffic.condition(params)]
     if tenant is not None:
         filters.append("tenant = {tenant:String}")
         params["tenant"] = tenant
@@ -147,6 +148,11 @@ def assemble_report(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def tenant_filter_settings(topology: Topology, tenant: str) -> dict[str, str]:
     """`additional_table_filters` restricting every tenant-bearing table to `tenant` (enforced by the engine)."""
+    # The one place a value is quoted into text on the read path: the setting is a map of table → condition text,
+    # and the engine parses each condition on its own, without the query's parameters (`tenant = {tenant:String}`
+    # there fails with "Query parameter `tenant` was not set", chDB 26.9). Both levels are quoted with
+    # `quote_string` (the tenant as a literal in the condition, the condition as a map value), so a tenant name
+    # cannot end either string early.
     condition = f"tenant = {quote_string(tenant)}"
     entries = []
     for table in TENANT_TABLES:

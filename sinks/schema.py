@@ -525,7 +525,8 @@ def hour_rollup_select(ddl: Ddl, source: str | None = None, *, eval_run: bool = 
 @dataclass(frozen=True, slots=True)
 class Step:
     """A migration statement that runs only when `only_if` (a SELECT of one 0/1 value) says 1 — for the steps
-    IF [NOT] EXISTS cannot make idempotent (a copy, an EXCHANGE)."""
+    IF [NOT] EXISTS cannot make idempotent (a copy, an EXCHANGE). `only_if` is whole text, its values (the
+    database, a table, a key) quoted in: `ragmon migrate --print` prints it beside the DDL for an operator to run."""
 
     sql: str
     only_if: str

@@ -30,6 +30,8 @@ from typing import Any
 
 import pyarrow as pa
 from ragmon.sinks import otlp_ingest
+from ragmon.sinks.activity_sql import span_activity_sql
+from ragmon.sinks.alerts_sql import alert_rows_sql
 from ragmon.sinks.arrow import to_rows, to_table
 from ragmon.sinks.backend import Backend, Settings
 from ragmon.sinks.envelope import frame
@@ -525,6 +527,23 @@ class Store:
         rows = self._select(recent_request_durations_sql(self._ddl), params, readonly=True)
         return {(r["tenant"], r["feature"]): [float(d) for d in r["durations_ms"]] for r in rows}
 
+    def span_activity(
+        self, start_s: float, end_s: float | None = None, *, service: str | None = None
+    ) -> dict[str, int]:
+        """{spans, traces, last_s} of the spans that started in [start_s, end_s) (of `service` when named):
+        `activity_sql.span_activity_sql`."""
+        sql, params = span_activity_sql(self._ddl, int(start_s), None if end_s is None else int(end_s), service=service)
+        rows = self._select(sql, params, readonly=True)
+        row = rows[0] if rows else {}
+        return {name: int(row.get(name) or 0) for name in ("spans", "traces", "last_s")}
+
+    def alert_rows(self, alert_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Every stored row (state change) of the alerts `alert_ids` (`alerts_sql.alert_rows_sql`)."""
+        if not alert_ids:
+            return []
+        sql, params = alert_rows_sql(self._ddl, list(alert_ids))
+        return self._select(sql, params, readonly=True)
+
     # --- reads ------------------------------------------------------------------------------------------
 
     def _select(self, sql: str, params: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
@@ -565,10 +584,10 @@ class Store:
         traces and weighted back to all traffic, with 95 % intervals (`ragmon.sinks.quality`)."""
         end_s = int(time.time() if now_s is None else now_s)
         settings = tenant_filter_settings(self.topology, tenant) if tenant is not None else None
-        sql = quality_sql(
+        sql, params = quality_sql(
             end_s - int(since_s), end_s, feature, self._ddl.table("scores"), traffic, self._ddl.table("payloads")
         )
-        return assemble_quality(self._select(sql, settings=settings, readonly=True))
+        return assemble_quality(self._select(sql, params, settings=settings, readonly=True))
 
     def query(
         self,

@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmon.sinks.backend import quote_string
-
 COLUMN = "eval_run"
 
 
@@ -38,21 +36,19 @@ class Traffic:
     def is_production(self) -> bool:
         return self.eval_run is None and not self.evaluation
 
-    def condition(self, column: str = COLUMN, params: dict[str, Any] | None = None) -> str:
-        """A SQL condition on `column`; the run's name as a `{eval_run:String}` parameter when `params` is given
-        (it is added there), else inlined, quoted."""
+    def condition(self, params: dict[str, Any], column: str = COLUMN) -> str:
+        """A SQL condition on `column`; an eval run's name is the `{eval_run:String}` parameter, added to `params`."""
         if self.eval_run is None:
             return f"{column} != ''" if self.evaluation else f"{column} = ''"
-        if params is None:
-            return f"{column} = {quote_string(self.eval_run)}"
         params["eval_run"] = self.eval_run
         return f"{column} = {{eval_run:String}}"
 
-    def scores_condition(self, payloads_table: str = "payloads") -> str:
-        """A condition on a `scores` row's trace_id, through the payloads of evaluation traces (see the module)."""
+    def scores_condition(self, params: dict[str, Any], payloads_table: str = "payloads") -> str:
+        """A condition on a `scores` row's trace_id, through the payloads of evaluation traces (see the module); an
+        eval run's name is a parameter, added to `params`."""
         if self.is_production:
-            return f"trace_id NOT IN (SELECT trace_id FROM {payloads_table} WHERE {EVALUATION.condition()})"
-        return f"trace_id IN (SELECT trace_id FROM {payloads_table} WHERE {self.condition()})"
+            return f"trace_id NOT IN (SELECT trace_id FROM {payloads_table} WHERE {EVALUATION.condition(params)})"
+        return f"trace_id IN (SELECT trace_id FROM {payloads_table} WHERE {self.condition(params)})"
 
     def label(self) -> str:
         if self.eval_run is not None:

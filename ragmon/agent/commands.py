@@ -234,9 +234,9 @@ def _kept_share(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] 
     from ragmon.sinks.kept_share import kept_share_sql, summarise
 
     end_s = int(time.time())
-    sql = kept_share_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
+    sql, sql_params = kept_share_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
     try:
-        return summarise(_read(args, "query", sql=sql)), ""
+        return summarise(_read(args, "query", sql=sql, sql_params=sql_params)), ""
     except CommandError as exc:
         return None, str(exc)
 
@@ -249,9 +249,9 @@ def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any
     from ragmon.sinks.quality import assemble_quality, quality_sql
 
     end_s = int(time.time())
-    sql = quality_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
+    sql, sql_params = quality_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
     try:
-        return assemble_quality(_read(args, "query", sql=sql)), ""
+        return assemble_quality(_read(args, "query", sql=sql, sql_params=sql_params)), ""
     except CommandError as exc:
         return None, str(exc)
 
@@ -421,6 +421,8 @@ class CommandError(Exception):
 
 
 def _read(args: argparse.Namespace, what: str, **params: Any) -> list[dict[str, Any]]:
+    """Rows of `what` ("report", "labelled_scores" or "query": `sql` with its bound `sql_params`) from the store,
+    or from the running agent that owns the data directory."""
     from pydantic import ValidationError
 
     try:
@@ -457,7 +459,9 @@ def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[s
             return store.report(params["since_s"], feature=params.get("feature"), traffic=params["traffic"])
         if what == "labelled_scores":
             return store.labelled_scores(params["since_s"], judge_version=params.get("judge_version"))
-        return store.query(params["sql"], max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True)
+        return store.query(
+            params["sql"], params.get("sql_params"), max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True
+        )
     except StoreError as exc:
         raise CommandError(str(exc)) from exc
     finally:
@@ -484,7 +488,12 @@ def _ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None)
             wanted["judge_version"] = params["judge_version"]
         request = urllib.request.Request(f"{api}/api/labels/scored?{urlencode(wanted)}", headers=headers)
     else:
-        body = json.dumps({"sql": params["sql"], "max_rows": params.get("max_rows", 10_000)}).encode()
+        query_body = {
+            "sql": params["sql"],
+            "params": params.get("sql_params") or {},  # the values travel bound, as the store would take them
+            "max_rows": params.get("max_rows", 10_000),
+        }
+        body = json.dumps(query_body).encode()
         request = urllib.request.Request(f"{api}/api/query", data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=60) as response:

@@ -187,23 +187,15 @@ def drift_alerts(agent: Any, out: TextIO, started_s: float, history_app: Callabl
     from ragmon.agent.drift.cli import collapse_alert_rows, format_alerts
     from ragmon.demo.history import HISTORY_SERVICE, history_requests, record_traces, send
 
-    live = agent.store.read(
-        "SELECT uniqExact(trace_id) AS traces, max(toUnixTimestamp(start_time)) AS last_s FROM spans"
-        " WHERE service = {service:String} AND start_time >= toDateTime64({started:Int64}, 9)",
-        {"service": LIVE_SERVICE, "started": int(started_s)},
-    )
-    traces = int(live[0]["traces"]) if live else 0
+    live = agent.store.span_activity(started_s, service=LIVE_SERVICE)
+    traces = live["traces"]
     if not traces:
         print("\ndrift: the live run stored no traces, so there is nothing to judge", file=out)
         return
     history_end_s = int(started_s) // 60 * 60  # the minute the live run began
-    judged_end_s = int(live[0]["last_s"]) // 60 * 60 + 60  # the end of its last minute
+    judged_end_s = live["last_s"] // 60 * 60 + 60  # the end of its last minute
     judged_minutes = (judged_end_s - history_end_s) // 60
-    earlier = agent.store.read(
-        "SELECT count() AS n FROM spans WHERE start_time >= toDateTime64({start:Int64}, 9)"
-        " AND start_time < toDateTime64({end:Int64}, 9)",
-        {"start": history_end_s - HISTORY_MINUTES * 60, "end": history_end_s},
-    )[0]["n"]
+    earlier = agent.store.span_activity(history_end_s - HISTORY_MINUTES * 60, history_end_s)["spans"]
 
     recorded = record_traces(history_app)
     bodies = history_requests(
@@ -216,7 +208,7 @@ def drift_alerts(agent: Any, out: TextIO, started_s: float, history_app: Callabl
     records = service.run_once()
     service.stop()
     fired = {record.alert_id for record in records}
-    rows = [row for row in agent.store.query("SELECT * FROM alerts") if row["alert_id"] in fired]
+    rows = agent.store.alert_rows(sorted(fired))
 
     until = datetime.fromtimestamp(judged_end_s, UTC).strftime("%H:%M")
     print(

@@ -96,3 +96,31 @@ def test_a_refused_query_leaves_a_kept_alive_connection_usable() -> None:
         conn.close()
     finally:
         server.stop()
+
+
+def test_the_reports_reads_send_their_bound_parameters_to_a_running_agent() -> None:
+    """`ragmon report`'s quality and kept-share sections, read through an agent: the values travel as "params"
+    (a feature or run name with a quote in it stays a value), not inside the SQL."""
+    from ragmon.sinks.kept_share import kept_share_sql
+    from ragmon.sinks.quality import quality_sql
+    from ragmon.sinks.traffic import Traffic
+
+    from ragmon.agent import commands
+
+    calls: list[tuple[str, dict[str, object]]] = []
+
+    def query(sql: str, params: dict[str, object], tenant: str | None, max_rows: int) -> list[dict[str, int]]:
+        calls.append((sql, params))
+        return [{"n": 1}]
+
+    traffic = Traffic.of(eval_run="nightly' --")
+    sent = [quality_sql(0, 3600, "qa'", traffic=traffic), kept_share_sql(0, 3600, "qa'", traffic=traffic)]
+    server = ApiServer("127.0.0.1", 0, lambda *a: [], query, ApiKeyAuth()).start()
+    try:
+        for sql, params in sent:
+            assert commands._ask_agent(server.url, "query", {"sql": sql, "sql_params": params}, None) == [{"n": 1}]
+    finally:
+        server.stop()
+    assert calls == sent
+    assert all(params["feature"] == "qa'" and params["eval_run"] == "nightly' --" for _, params in calls)
+    assert all("qa'" not in sql and "nightly'" not in sql for sql, _ in calls)

@@ -118,7 +118,7 @@ def test_errors_and_slow_traces_all_kept_baseline_within_its_interval(tmp_path: 
 
     # the kept share by reason, as `ragmon report` and /metrics show it: each kept trace under its first reason
     first_reasons = Counter(row["sampling_reasons"][0] for row in rows)
-    summary = summarise(store.query(kept_share_sql(0, int(time.time()) + 60), max_rows=10_000))
+    summary = summarise(store.query(*kept_share_sql(0, int(time.time()) + 60), max_rows=10_000))
     assert (summary["decided"], summary["kept"]) == (TRACES, len(kept))
     assert summary["kept_by_reason"] == dict(first_reasons) and set(first_reasons) == {"error", "slow", "baseline"}
     metrics = agent.render_prometheus()

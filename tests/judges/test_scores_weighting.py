@@ -121,7 +121,7 @@ def test_report_quality_is_weighted_back_to_all_traffic(store: Store) -> None:
 
     # `ragmon report` sends the same SQL through the guarded read-only query path (to a running agent too).
     end_s = NOW_S
-    assert assemble_quality(store.query(quality_sql(end_s - 86400, end_s))) == rows
+    assert assemble_quality(store.query(*quality_sql(end_s - 86400, end_s))) == rows
 
     text = format_quality(rows)
     assert "0.600 [" in text and "0.800 [" in text and "≈10 traces" in text

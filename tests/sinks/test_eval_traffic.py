@@ -83,7 +83,7 @@ def test_quality_and_kept_share_read_production_unless_asked(store: Store) -> No
     )
     end_s = int(time.time()) + 60
     decided = {
-        name: summarise(store.query(kept_share_sql(end_s - 3600, end_s, traffic=traffic)))["decided"]
+        name: summarise(store.query(*kept_share_sql(end_s - 3600, end_s, traffic=traffic)))["decided"]
         for name, traffic in (("production", PRODUCTION), ("evaluation", EVALUATION))
     }
     assert decided == {"production": 3, "evaluation": 5}

@@ -85,6 +85,10 @@ def test_tenant_filter_reaches_every_table_and_subquery(store: Store) -> None:
     )
     assert store.query(sql, tenant="acme") == [{"spans": 25, "payloads": 1, "rollup": 25, "t": 1}]
     assert store.query(sql) == [{"spans": 50, "payloads": 2, "rollup": 50, "t": 2}]
+    # The filter is a setting, so its tenant is quoted, not bound (`queries.tenant_filter_settings`): a name
+    # written to close the quotes early is still one tenant's name, and that tenant has nothing.
+    for odd in ("acme' OR 1 = 1 OR tenant = '", "acme\\' OR '1", "acme\\", "x'}, 'spans': '1"):
+        assert store.query(sql, tenant=odd) == [{"spans": 0, "payloads": 0, "rollup": 0, "t": 0}], odd
 
 
 def test_engine_refuses_writes_on_the_read_path(store: Store) -> None:

@@ -85,10 +85,11 @@ def _history_note(args: argparse.Namespace) -> str:
     """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has
     (production: evaluation runs never feed the drift rules, `ragmon.sinks.traffic`)."""
     why = "  drift rules compare recent traffic with a baseline of earlier traffic"
+    from ragmon.sinks.drift_sql import production_minutes
+
+    sql, sql_params = production_minutes()
     try:
-        (row,) = commands._read(
-            args, "query", sql="SELECT uniqExact(minute) AS minutes FROM spans_1m WHERE eval_run = ''"
-        )
+        (row,) = commands._read(args, "query", sql=sql, sql_params=sql_params)
     except (commands.CommandError, ValueError):
         return f"{why}: {_HISTORY_NEEDED}"
     minutes = int(row["minutes"])

@@ -21,6 +21,9 @@ candidate model tried on it, must not fire a drift alert, nor move the baseline 
 
 Stage "" (the request as a whole) is the root span, stored with stage 'request'. Float32 columns (scores, gaps,
 norms) come back as the float32 values stored.
+
+The SQL is `ragmon.sinks.drift_sql`'s (every value a bound parameter); this module picks the query for a signal,
+turns the drift types into its values and its rows into `WindowPoint`s and `Sample`s.
 """
 
 from __future__ import annotations
@@ -32,16 +35,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragmon.agent.drift.signals import SIGNALS, Sample, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
-from ragmon.sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl, Topology
+from ragmon.sinks.drift_sql import SAMPLE_COLUMNS, DriftSql, Query, Scope
+from ragmon.sinks.schema import Topology
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 _EXAMPLES = 3  # example trace ids per window / sample, as InMemorySignalSource
 _JUDGED = ("faithfulness", "relevance")
 _ROLLUP_SIGNALS = ("latency_p95_ms", "error_rate", "cost_per_request_usd", "tokens_per_request")
-_SPAN_COLUMNS = {"top1_score": "top1_score", "similarity_gap": "similarity_gap", "norm_deviation": "norm_deviation"}
 _ROOT_STAGE = "request"
-_P95_INDEX = DURATION_LEVELS.index(0.95) + 1  # ClickHouse arrays are 1-based
-_MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 
 
 class StoreReader(Protocol):
@@ -52,31 +53,16 @@ class StoreReader(Protocol):
     def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]: ...
 
 
-def _stored_stage(stage: str) -> str:
-    return _ROOT_STAGE if stage == "" else stage
+def _stored_scope(scope: ScopeKey) -> Scope:
+    return Scope(scope.tenant, scope.feature, _ROOT_STAGE if scope.stage == "" else scope.stage)
 
 
 def _signal_stage(stage: str) -> str:
     return "" if stage == _ROOT_STAGE else stage
 
 
-def _sample_column(signal: str) -> str | None:
-    if signal == "latency_p95_ms":
-        return "duration_ms"
-    return _SPAN_COLUMNS.get(signal)
-
-
-def _badness(signal: str) -> str:
-    """A SQL expression over a `spans` row: higher = worse, for picking example traces (InMemorySignalSource's
-    `order`)."""
-    if signal in ("latency_p95_ms", "sla_share"):
-        return "duration_ms"
-    if signal == "cost_per_request_usd":
-        return "ifNull(cost_usd, -inf)"
-    if signal == "tokens_per_request":
-        return "toFloat64(input_tokens) + output_tokens"
-    column = _SPAN_COLUMNS[signal]
-    return column if SIGNALS[signal].bad_direction == "up" else f"-{column}"
+def _higher_is_worse(signal: str) -> bool:
+    return SIGNALS[signal].bad_direction == "up"
 
 
 def _whole_minutes(seconds: float, what: str) -> int:
@@ -96,42 +82,19 @@ class StoreSignalSource:
     def __init__(self, store: StoreReader, traffic: Traffic = PRODUCTION) -> None:
         self.store = store
         self.traffic = traffic
-        ddl = Ddl(store.topology)
-        self._spans = ddl.table("spans")
-        self._rollup = ddl.table(ROLLUP_TABLE)
-        self._scores = ddl.table("scores")
-        self._payloads = ddl.table("payloads")
-        # every spans/rollup read is of `traffic`, and so is every score (through its trace's payload)
-        self._traffic = traffic.condition()
-        self._scope = f"{_SCOPE} AND {self._traffic}"
-        self._scored = traffic.scores_condition(self._payloads)
+        self._sql = DriftSql(store.topology, traffic)
 
     # -- SignalSource --------------------------------------------------------------------------------------------
     def scopes(self, signal: str, start_s: float, end_s: float) -> Sequence[ScopeKey]:
         spec = SIGNALS[signal]  # KeyError for an unknown signal: a programming error
-        params: dict[str, Any] = {"start_ns": _ns(start_s), "end_ns": _ns(end_s)}
         if signal in _JUDGED:
-            sql = (
-                f"SELECT DISTINCT tenant, feature, '' AS stage FROM {self._scores}"
-                " WHERE metric = {metric:String} AND run_name = '' AND value IS NOT NULL AND isFinite(value)"
-                f" AND {_time_range('scored_at')} AND {self._scored}"
-            )
-            params["metric"] = signal
+            query = self._sql.judged_scopes(signal, start_ns=_ns(start_s), end_ns=_ns(end_s))
         elif signal in _ROLLUP_SIGNALS or signal == "sla_share":
-            params = {"start_s": math.floor(start_s / 60) * 60, "end_s": math.ceil(end_s / 60) * 60}
-            sql = (
-                f"SELECT DISTINCT tenant, feature, stage FROM {self._rollup}"
-                " WHERE minute >= toDateTime({start_s:Int64}) AND minute < toDateTime({end_s:Int64})"
-                f" AND {self._traffic}"
-            )
+            query = self._sql.rollup_scopes(start_s=math.floor(start_s / 60) * 60, end_s=math.ceil(end_s / 60) * 60)
         else:
-            sql = (
-                f"SELECT DISTINCT tenant, feature, stage FROM {self._spans}"
-                f" WHERE {_time_range('start_time')} AND {_SPAN_COLUMNS[signal]} IS NOT NULL AND {self._traffic}"
-            )
+            query = self._sql.span_scopes(signal, start_ns=_ns(start_s), end_ns=_ns(end_s))
         keys = {
-            ScopeKey(str(r["tenant"]), str(r["feature"]), _signal_stage(str(r["stage"])))
-            for r in self._read(sql, params)
+            ScopeKey(str(r["tenant"]), str(r["feature"]), _signal_stage(str(r["stage"]))) for r in self._read(query)
         }
         if spec.trace_level:
             keys = {key for key in keys if key.stage == ""}
@@ -155,41 +118,33 @@ class StoreSignalSource:
         ]
 
     def sample(self, query: SampleQuery) -> Sample:
-        column = _sample_column(query.signal)
-        if column is None:
+        if query.signal not in SAMPLE_COLUMNS:
             return Sample.empty()
-        params = {**self._scope_params(query.scope), "start_ns": _ns(query.start_s), "end_ns": _ns(query.end_s)}
-        params["max_values"] = int(query.max_values)
-        # Beyond max_values, a uniform subsample chosen by a hash of the span: the same query gives the same
-        # evidence (InMemorySignalSource draws with a fixed seed for the same reason).
         rows = self._read(
-            f"SELECT toFloat64({column}) AS value, trace_id FROM ("
-            f" SELECT {column}, trace_id, span_id FROM {self._spans}"
-            f" WHERE {self._scope} AND {_time_range('start_time')} AND {column} IS NOT NULL AND isFinite({column})"
-            " LIMIT 1 BY tenant, trace_id, span_id)"
-            " ORDER BY cityHash64(trace_id, span_id) LIMIT {max_values:UInt64}",
-            params,
+            self._sql.sample(
+                query.signal,
+                _stored_scope(query.scope),
+                start_ns=_ns(query.start_s),
+                end_ns=_ns(query.end_s),
+                max_values=int(query.max_values),
+            )
         )
         if not rows:
             return Sample.empty()
         values = np.array([float(r["value"]) for r in rows], dtype=np.float64)
         traces = [str(r["trace_id"]) for r in rows]
-        worst_first = np.argsort(-values if SIGNALS[query.signal].bad_direction == "up" else values, kind="stable")
+        worst_first = np.argsort(-values if _higher_is_worse(query.signal) else values, kind="stable")
         return Sample(values, tuple(traces[i] for i in worst_first[:_EXAMPLES]))
 
     # -- series from the rollup ----------------------------------------------------------------------------------
     def _rollup_series(self, query: SeriesQuery) -> list[WindowPoint]:
-        params = self._minute_window_params(query)
         rows = self._read(
-            "SELECT intDiv(toUnixTimestamp(minute) - {start_s:Int64}, {step_s:Int64}) AS window,"
-            " sum(spans) AS spans, sum(errors) AS errors,"
-            f" {_MERGE_DURATION}(duration_q)[{_P95_INDEX}] AS p95_ms,"
-            " sum(input_tokens) + sum(output_tokens) AS tokens, sum(cost_usd) AS cost_usd,"
-            " sum(cost_known) AS cost_known"
-            f" FROM {self._rollup}"
-            f" WHERE {self._scope} AND minute >= toDateTime({{start_s:Int64}}) AND minute < toDateTime({{end_s:Int64}})"
-            " GROUP BY window HAVING spans > 0 ORDER BY window",
-            params,
+            self._sql.rollup_series(
+                _stored_scope(query.scope),
+                start_s=_whole_minutes(query.start_s, "a series start"),
+                end_s=_whole_minutes(query.end_s, "a series end"),
+                step_s=_whole_minutes(query.step_s, "a series step"),
+            )
         )
         points = []
         for row in rows:
@@ -211,15 +166,8 @@ class StoreSignalSource:
     def _sla_series(self, query: SeriesQuery) -> list[WindowPoint]:
         if query.sla_ms is None:
             raise ValueError("sla_share needs sla_ms")
-        params = {**self._span_window_params(query), "sla_ms": float(query.sla_ms)}
-        rows = self._read(
-            f"SELECT {_SPAN_WINDOW} AS window, count() AS n, countIf(duration_ms <= {{sla_ms:Float64}}) AS within"
-            f" FROM (SELECT start_time, duration_ms FROM {self._spans}"
-            f" WHERE {self._scope} AND {_time_range('start_time')} LIMIT 1 BY tenant, trace_id, span_id)"
-            " GROUP BY window ORDER BY window",
-            params,
-        )
         step_s, sla_ms = query.step_s, float(query.sla_ms)
+        rows = self._read(self._sql.sla_series(_stored_scope(query.scope), **self._span_window(query), sla_ms=sla_ms))
         return [
             WindowPoint(
                 query.start_s + int(r["window"]) * step_s,
@@ -231,14 +179,8 @@ class StoreSignalSource:
         ]
 
     def _span_mean_series(self, query: SeriesQuery) -> list[WindowPoint]:
-        column = _SPAN_COLUMNS[query.signal]
         rows = self._read(
-            f"SELECT {_SPAN_WINDOW} AS window, avg(toFloat64({column})) AS value, count() AS n"
-            f" FROM (SELECT start_time, {column} FROM {self._spans}"
-            f" WHERE {self._scope} AND {_time_range('start_time')} AND {column} IS NOT NULL AND isFinite({column})"
-            " LIMIT 1 BY tenant, trace_id, span_id)"
-            " GROUP BY window ORDER BY window",
-            self._span_window_params(query),
+            self._sql.span_mean_series(query.signal, _stored_scope(query.scope), **self._span_window(query))
         )
         return [
             WindowPoint(query.start_s + int(r["window"]) * query.step_s, float(r["value"]), float(r["n"])) for r in rows
@@ -246,52 +188,27 @@ class StoreSignalSource:
 
     def _window_examples(self, query: SeriesQuery) -> dict[float, tuple[str, ...]]:
         """The worst few traces per window (slowest, failed, most expensive, lowest-scoring), from raw spans."""
-        params = {**self._span_window_params(query), "examples": _EXAMPLES}
-        where = f"{self._scope} AND {_time_range('start_time')}"
-        if query.signal == "error_rate":
-            picked = "groupArrayIf({examples:UInt64})(trace_id, status = 'error')"
-        else:
-            picked = (
-                f"arrayMap(x -> x.2, groupArraySorted({{examples:UInt64}})((-({_badness(query.signal)}), trace_id)))"
-            )
-        column = _SPAN_COLUMNS.get(query.signal)
-        if column is not None:
-            where += f" AND {column} IS NOT NULL AND isFinite({column})"
         rows = self._read(
-            f"SELECT {_SPAN_WINDOW} AS window, {picked} AS trace_ids FROM ("
-            f" SELECT {_EXAMPLE_COLUMNS} FROM {self._spans} WHERE {where} LIMIT 1 BY tenant, trace_id, span_id)"
-            " GROUP BY window",
-            params,
+            self._sql.window_examples(
+                query.signal,
+                _stored_scope(query.scope),
+                **self._span_window(query),
+                examples=_EXAMPLES,
+                higher_is_worse=_higher_is_worse(query.signal),
+            )
         )
         return {query.start_s + int(r["window"]) * query.step_s: tuple(str(t) for t in r["trace_ids"]) for r in rows}
 
     # -- judged quality --------------------------------------------------------------------------------------------
     def _judged_series(self, query: SeriesQuery) -> list[WindowPoint]:
-        params = {
-            "tenant": query.scope.tenant,
-            "feature": query.scope.feature,
-            "metric": query.signal,
-            "start_ns": _ns(query.start_s),
-            "end_ns": _ns(query.end_s),
-        }
-        judged = (
-            f"SELECT trace_id, scored_at, value FROM {self._scores}"
-            " WHERE tenant = {tenant:String} AND feature = {feature:String} AND metric = {metric:String}"
-            f" AND run_name = '' AND value IS NOT NULL AND isFinite(value) AND {_time_range('scored_at')}"
-            f" AND {self._scored}"
-        )
         rows = self._read(
-            "SELECT s.trace_id AS trace_id, toUnixTimestamp64Milli(s.scored_at) AS scored_ms, s.value AS value,"
-            " p.inclusion_probability AS probability"
-            f" FROM ({judged} ORDER BY scored_at DESC LIMIT 1 BY trace_id) AS s"
-            " LEFT JOIN ("
-            f"  SELECT trace_id, inclusion_probability FROM {self._payloads}"
-            # only the judged traces' payloads: the table holds two weeks of kept traces
-            f"   WHERE tenant = {{tenant:String}} AND trace_id IN (SELECT trace_id FROM ({judged}))"
-            "   ORDER BY inserted_at DESC LIMIT 1 BY trace_id"
-            " ) AS p ON p.trace_id = s.trace_id"
-            " SETTINGS join_use_nulls = 1",
-            params,
+            self._sql.judged_scores(
+                query.signal,
+                tenant=query.scope.tenant,
+                feature=query.scope.feature,
+                start_ns=_ns(query.start_s),
+                end_ns=_ns(query.end_s),
+            )
         )
         if not rows:
             return []
@@ -321,41 +238,11 @@ class StoreSignalSource:
         return points
 
     # -- helpers -------------------------------------------------------------------------------------------------
-    def _read(self, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _read(self, query: Query) -> list[dict[str, Any]]:
+        sql, params = query
         return self.store.read(sql, params)
 
     @staticmethod
-    def _scope_params(scope: ScopeKey) -> dict[str, Any]:
-        return {"tenant": scope.tenant, "feature": scope.feature, "stage": _stored_stage(scope.stage)}
-
-    def _minute_window_params(self, query: SeriesQuery) -> dict[str, Any]:
-        return {
-            **self._scope_params(query.scope),
-            "start_s": _whole_minutes(query.start_s, "a series start"),
-            "end_s": _whole_minutes(query.end_s, "a series end"),
-            "step_s": _whole_minutes(query.step_s, "a series step"),
-        }
-
-    def _span_window_params(self, query: SeriesQuery) -> dict[str, Any]:
-        return {
-            **self._scope_params(query.scope),
-            "start_ns": _ns(query.start_s),
-            "end_ns": _ns(query.end_s),
-            "step_ns": _ns(query.step_s),
-        }
-
-
-_SCOPE = "tenant = {tenant:String} AND feature = {feature:String} AND stage = {stage:String}"
-_EXAMPLE_COLUMNS = (
-    "tenant, trace_id, span_id, start_time, status, duration_ms, cost_usd, input_tokens, output_tokens,"
-    " top1_score, similarity_gap, norm_deviation"
-)
-_SPAN_WINDOW = "intDiv(toUnixTimestamp64Nano(start_time) - {start_ns:Int64}, {step_ns:Int64})"
-
-
-def _time_range(column: str) -> str:
-    """[start_ns, end_ns) on a DateTime64 column, as constants the primary key and partitions can prune with."""
-    return (
-        f"{column} >= fromUnixTimestamp64Nano({{start_ns:Int64}})"
-        f" AND {column} < fromUnixTimestamp64Nano({{end_ns:Int64}})"
-    )
+    def _span_window(query: SeriesQuery) -> dict[str, int]:
+        """A series' range and step over raw spans, in nanoseconds."""
+        return {"start_ns": _ns(query.start_s), "end_ns": _ns(query.end_s), "step_ns": _ns(query.step_s)}

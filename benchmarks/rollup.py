@@ -15,12 +15,17 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
+import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.support` when run as a script
 
 from ragmon.sinks import open_store
 from ragmon.sinks.rollup_sql import rollup_sql
 from ragmon.sinks.schema import DURATION_STATE, TTFT_STATE
 
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 TRACES_PER_SEQ = 1_000
@@ -57,7 +62,7 @@ def main() -> None:
     store = open_store(tempfile.mkdtemp(prefix="ragmon-rollup-bench-"))
     seqs = args.traces // TRACES_PER_SEQ
     for seq in range(1, seqs + 1):
-        store.insert_spans(make_batch(TRACES_PER_SEQ, seed=seq, ingest_seq=seq))
+        insert_spans(store, make_batch(TRACES_PER_SEQ, seed=seq, ingest_seq=seq))
     if args.nested:
         store.backend.execute(NEST_SQL)
     spans = store.query("SELECT count() AS n FROM spans")[0]["n"]

@@ -5,7 +5,8 @@
 Fills `spans` with `tests.support.synth.make_batch` traces (root + 4 stages, 5 spans each; with `--nested` a same-stage
 child under every search and generate span, as LlamaIndex under OpenInference sends), one ingest sequence number
 per 1,000 traces, then rolls the whole store up in ranges of `--widths` sequence numbers, side by side with the
-view's query (`count()`, sums and quantile states grouped per minute, no walk) over the same ranges, alternating
+view's query (`count()`, sums and quantile states grouped per minute and, as the table is keyed since v7, eval run;
+no walk) over the same ranges, alternating
 which goes first. Prints the process CPU per span (chDB runs in it: robust to other jobs on a shared machine),
 median of `--repeats`, and the ratio. Each run rolls into emptied rollup tables.
 """
@@ -15,26 +16,32 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
+import sys
 import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.support` when run as a script
 
 from ragmon.sinks import open_store
 from ragmon.sinks.rollup_sql import rollup_sql
 from ragmon.sinks.schema import DURATION_STATE, TTFT_STATE
 
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 TRACES_PER_SEQ = 1_000
 
 VIEW_SQL = f"""
 INSERT INTO spans_1m SELECT s.tenant AS tenant, s.feature AS feature, s.stage AS stage, s.model AS model,
-    toStartOfMinute(toDateTime(s.start_time)) AS minute, count() AS spans, countIf(s.status = 'error') AS errors,
+    s.eval_run AS eval_run, toStartOfMinute(toDateTime(s.start_time)) AS minute, count() AS spans,
+    countIf(s.status = 'error') AS errors,
     {DURATION_STATE.replace("(", "State(", 1)}(s.duration_ms) AS duration_q,
     {TTFT_STATE.replace("(", "State(", 1)}(s.ttft_ms) AS ttft_q,
     sum(s.input_tokens) AS input_tokens, sum(s.output_tokens) AS output_tokens,
     sum(s.cached_input_tokens) AS cached_input_tokens,
     sum(ifNull(s.cost_usd, 0)) AS cost_usd, countIf(s.cost_usd IS NOT NULL) AS cost_known
 FROM spans AS s WHERE ingest_seq BETWEEN {{seq_from:UInt64}} AND {{seq_to:UInt64}}
-GROUP BY tenant, feature, stage, model, minute"""
+GROUP BY tenant, feature, stage, model, eval_run, minute"""
 
 NEST_SQL = """
 INSERT INTO spans SELECT * REPLACE (reverse(span_id) AS span_id, span_id AS parent_span_id,
@@ -57,7 +64,7 @@ def main() -> None:
     store = open_store(tempfile.mkdtemp(prefix="ragmon-rollup-bench-"))
     seqs = args.traces // TRACES_PER_SEQ
     for seq in range(1, seqs + 1):
-        store.insert_spans(make_batch(TRACES_PER_SEQ, seed=seq, ingest_seq=seq))
+        insert_spans(store, make_batch(TRACES_PER_SEQ, seed=seq, ingest_seq=seq))
     if args.nested:
         store.backend.execute(NEST_SQL)
     spans = store.query("SELECT count() AS n FROM spans")[0]["n"]

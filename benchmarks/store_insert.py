@@ -12,10 +12,11 @@ not on the insert path: the agent rolls a range up after sampling, `Store.roll_u
 stores the same batches with redaction off and on, in two databases, alternating which goes first, and prints
 wall and CPU (all threads: the engine runs in-process) per span side by side with their ratio.
 
-Insert methods (each into the real schema):
-- `store.insert_spans` (chDB): SpanBatch lists → Arrow → ArrowStream, plus the dedup token — the product path;
+Columnar inserts of `spans` rows (each into the real schema; the tests' path, `tests/support/span_rows.py`, which
+shares the store's Arrow encoding and insert settings with its payload, score and alert inserts):
+- `insert_spans` (chDB): SpanBatch lists → Arrow → ArrowStream, plus the dedup token;
 - the same split into its two halves: conversion only, and the engine alone on pre-encoded Arrow;
-- `store.insert_spans` over clickhouse-connect to the loopback ClickHouse-HTTP endpoint.
+- `insert_spans` over clickhouse-connect to the loopback ClickHouse-HTTP endpoint.
 The fill uses INSERT … SELECT from numbers() (the engine generates rows; it measures the report, not Python),
 each chunk rolled up after it is stored.
 """
@@ -25,17 +26,22 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.support` when run as a script
 
 from ragmon.sinks import open_store
 from ragmon.sinks.arrow import to_ipc_stream, to_table
-from ragmon.sinks.store import INSERT_SETTINGS, Store, batch_token
+from ragmon.sinks.store import INSERT_SETTINGS, Store
 
 from ragmon.model import SPAN_COLUMNS
 from tests.support.chhttp import ClickHouseHttpServer
+from tests.support.span_rows import batch_token, insert_spans
 from tests.support.synth import encode_otlp_request, make_batch, otlp_traces
 
 
@@ -54,7 +60,7 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
     print(f"insert: {rows} spans per batch, median of {repeats}")
     store = open_store(data_dir, database="bench_insert")
     results = {}
-    results["store.insert_spans (chDB, Arrow)"] = _median_rate(rows, repeats, lambda i: store.insert_spans(batches[i]))
+    results["insert_spans (chDB, Arrow)"] = _median_rate(rows, repeats, lambda i: insert_spans(store, batches[i]))
     results["  conversion only (lists → Arrow IPC + token)"] = _median_rate(
         rows, repeats, lambda i: (to_ipc_stream(to_table(batches[i].columns(), SPAN_COLUMNS)), batch_token(batches[i]))
     )
@@ -77,8 +83,8 @@ def bench_inserts(data_dir: str, requests: int, repeats: int) -> None:
     with ClickHouseHttpServer(data_dir) as server:
         remote = open_store(server.url, database="bench_insert_http")
         fresh = [make_batch(requests, seed=200 + i) for i in range(repeats)]
-        results["store.insert_spans (clickhouse-connect → loopback HTTP)"] = _median_rate(
-            rows, repeats, lambda i: remote.insert_spans(fresh[i])
+        results["insert_spans (clickhouse-connect → loopback HTTP)"] = _median_rate(
+            rows, repeats, lambda i: insert_spans(remote, fresh[i])
         )
         remote.close()
     for name, rate in results.items():

@@ -20,7 +20,7 @@ def _stage_max_ms() -> str:
     """Map(stage → the longest span of that stage), for the stages the trace has: one `maxIf` per stage of
     `STAGES`, put in a map once per trace. ``maxMap(map(stage, duration_ms))`` built a map per span, ~30% of the
     query's CPU (scratch A/B over 82k-span ranges: 175 → 139 ms, same rows). The normalising SQL gives no other
-    stage; a row written with another (`Store.insert_spans` does not check) is left out of the map."""
+    stage; a row written with another (tests write `spans` rows directly, unchecked) is left out of the map."""
     stages = sorted(STAGES)  # the key order maxMap gave
     maxima = ", ".join(f"maxIfOrNull(s.duration_ms, s.stage = '{stage}')" for stage in stages)
     names = ", ".join(f"'{stage}'" for stage in stages)

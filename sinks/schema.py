@@ -65,7 +65,8 @@ Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py
   sumMap 97 ms.
 - the real cost was ReplacingMergeTree's `optimize_on_insert` (a merge pass over every inserted block; useless here
   because the sorting key ends in (trace_id, span_id)): 1M spans 9.5 s with it, 1.5 s without; inserts now send
-  `optimize_on_insert = 0` (`store.py`). `store.insert_spans` went from ~40k to ~148k spans/s.
+  `optimize_on_insert = 0` (`store.py`). A columnar insert of `spans` rows (the tests' `insert_spans` today) went
+  from ~40k to ~148k spans/s.
 - the OTLP path (`otlp_ingest.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
   `spans` view +11 µs and the `span_content` view +7 µs with `ragmon.sinks.normalise_sql` (its version of
   2026-12-01 02:05; an hour earlier +33 and +16 µs); the rollups +3 µs: 24.5 µs, ≈ 41k spans/s per core, 33–45k

@@ -1,15 +1,15 @@
-"""The store: migrations at start-up, deduplicated inserts (columnar, or OTLP envelopes normalised in the
-engine), the sampler's queries, the report and the read-only query helper.
+"""The store: migrations at start-up, deduplicated inserts (OTLP envelopes normalised in the engine; payloads,
+scores, sampling counts, alerts and labels as rows), the sampler's queries, the report and the read-only query
+helper.
 
 Insert policy (the same on both backends, sent with every insert):
 
-- one request per batch, columnar (Arrow), never row by row;
+- one request per batch (rows go columnar, as Arrow), never row by row;
 - `async_insert = 0`: the agent already batches, and async inserts would ignore the deduplication token;
-- `insert_deduplicate = 1` with `insert_deduplication_token` = a hash of the batch's (trace_id, span_id) keys
-  (or the caller's token, e.g. its write-ahead-log position). A batch re-sent after a crash carries the same
-  token and is dropped by the engine — in `spans` and, with
-  `deduplicate_blocks_in_dependent_materialized_views = 1`, in the per-minute rollup, so report counts stay
-  exact. Raw tables are ReplacingMergeTree as a backstop (see `schema.py`);
+- `insert_deduplicate = 1` with `insert_deduplication_token` = the caller's token (the agent's: its write-ahead-log
+  position) or else a hash of the rows. A batch re-sent after a crash carries the same token and is dropped by
+  the engine — in `spans` and, with `deduplicate_blocks_in_dependent_materialized_views = 1`, in the per-minute
+  rollup, so report counts stay exact. Raw tables are ReplacingMergeTree as a backstop (see `schema.py`);
 - `optimize_on_insert = 0`: by default a ReplacingMergeTree runs a merge pass over every inserted block, which
   cannot find anything here (the sorting key ends in (trace_id, span_id)) and cost 6x the rest of the insert:
   1M spans 9.5 s with it, 1.5 s without (`schema.py` has the figures).
@@ -79,8 +79,6 @@ from ragmon.sinks.schema_doc import described_with_notes
 from ragmon.sinks.sqlguard import metadata_select, normalise_and_check
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
-from ragmon.model import SPAN_COLUMNS, SpanBatch
-
 INSERT_SETTINGS: dict[str, int] = {
     "async_insert": 0,
     "insert_deduplicate": 1,
@@ -123,17 +121,6 @@ def _json(values: Any) -> str:
     return json.dumps(values, ensure_ascii=False)
 
 
-def batch_token(batch: SpanBatch) -> str:
-    """A deterministic token for a span batch: the same spans in the same order give the same token."""
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update("\n".join(batch.tenant).encode())
-    digest.update(b"\0")
-    digest.update("\n".join(batch.trace_id).encode())
-    digest.update(b"\0")
-    digest.update("\n".join(batch.span_id).encode())
-    return f"spans:{len(batch)}:{digest.hexdigest()}"
-
-
 def rows_token(kind: str, rows: Sequence[Mapping[str, Any]]) -> str:
     text = json.dumps(list(rows), sort_keys=True, default=str, ensure_ascii=False)
     return f"{kind}:{len(rows)}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
@@ -154,7 +141,7 @@ def _default(ch_type: str) -> Any:
 
 
 def _time_value(value: Any, ch_type: str) -> Any:
-    """Integers are unix nanoseconds everywhere (as in SpanBatch); Arrow wants the column's own unit."""
+    """Integers are unix nanoseconds everywhere (as in OTLP); Arrow wants the column's own unit."""
     if isinstance(value, int) and not isinstance(value, bool):
         if ch_type == "DateTime64(3)":
             return value // 1_000_000
@@ -235,15 +222,6 @@ class Store:
                 )
 
     # --- inserts ----------------------------------------------------------------------------------------
-
-    def insert_spans(self, batch: SpanBatch, dedup_token: str | None = None) -> str:
-        """Insert every span of `batch` in one request; returns the deduplication token used."""
-        if not len(batch):
-            return ""
-        token = dedup_token or batch_token(batch)
-        table = to_table(batch.columns(), SPAN_COLUMNS)
-        self.backend.insert(self._ddl.table("spans"), table, {**INSERT_SETTINGS, "insert_deduplication_token": token})
-        return token
 
     def _insert_rows(
         self, name: str, columns: tuple[tuple[str, str], ...], rows: Iterable[Mapping[str, Any]], token: str | None

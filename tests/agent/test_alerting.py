@@ -21,6 +21,7 @@ from ragmon.agent.alerting import AlertingService
 from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.drift.cli import collapse_alert_rows
 from ragmon.agent.drift.store_source import StoreSignalSource
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 BASELINE_MINUTES = 60
@@ -130,7 +131,7 @@ def _fill(store: Store, *, slowdown: float = SLOWDOWN, eval_run: str = "", seed:
             batch.duration_ms[i] *= slowdown
             slowed.add(batch.trace_id[i])
     assert max(batch.start_time) < end_s * 10**9
-    store.insert_spans(batch)
+    insert_spans(store, batch)
     store.roll_up(0, 0)  # as the agent does once the sampler has decided the traces
     return float(end_s), slowed
 

@@ -11,7 +11,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
-from sql_store import SqlStore
+
+from tests.collectors.sql_store import SqlStore
 
 API_KEYS = {"acme": "key-acme-0123456789", "globex": "key-globex-9876543210"}
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from chdb import session as chdb_session
-from collector_fakes import API_KEYS, RecordingConsumer
 from ragmon.collectors import ApiKeyAuth, CollectorCounters, GrpcReceiver, HttpReceiver
-from sql_store import SqlStore
+
+from tests.collectors.collector_fakes import API_KEYS, RecordingConsumer
+from tests.collectors.sql_store import SqlStore
 
 
 @pytest.fixture(scope="session")

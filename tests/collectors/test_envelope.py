@@ -8,7 +8,6 @@ from typing import Any
 import grpc
 import pytest
 from chdb import session as chdb_session
-from collector_fakes import API_KEYS, RecordingConsumer, sdk_request
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
@@ -17,9 +16,10 @@ from ragmon.collectors.errors import JsonDecodeError
 from ragmon.collectors.otlp_json import request_from_json
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.normalise_sql import content_select, normalise_select, spans_select
-from sql_store import SqlStore
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
+from tests.collectors.collector_fakes import API_KEYS, RecordingConsumer, sdk_request
+from tests.collectors.sql_store import SqlStore
 
 
 def one_span(tracer: Any) -> None:

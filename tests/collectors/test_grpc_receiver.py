@@ -7,11 +7,12 @@ from typing import Any
 
 import grpc
 import pytest
-from collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from ragmon.collectors import Backpressure, ConsumerUnavailable, GrpcReceiver
+
+from tests.collectors.collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
 
 AUTH = (("authorization", f"Bearer {API_KEYS['acme']}"),)
 

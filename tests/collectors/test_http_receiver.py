@@ -12,12 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
-from collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
 from google.rpc import status_pb2
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from ragmon.collectors import Backpressure, CollectorCounters, ConsumerUnavailable, HttpReceiver
+
+from tests.collectors.collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}

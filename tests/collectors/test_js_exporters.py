@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_fakes import MemoryExporter, RecordingConsumer, provider_with
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -32,6 +31,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from ragmon.collectors import CollectorCounters, HttpReceiver
 
 from tests.agent.harness import AgentProcess
+from tests.collectors.collector_fakes import MemoryExporter, RecordingConsumer, provider_with
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 SpanKey = tuple[str, str, str, str]  # trace id, span id, parent span id (hex, '' for a root), name

@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from collector_fakes import sdk_request
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import Status, StatusCode
 from ragmon.collectors.otlp_json import request_from_json
 from ragmon.collectors.validate import validate
-from sql_store import SqlStore
 
 from ragmon.pricing import ModelPrice, PriceTable
+from tests.collectors.collector_fakes import sdk_request
+from tests.collectors.sql_store import SqlStore
 
 
 def normalise(store: SqlStore, request: ExportTraceServiceRequest, tenant: str = "t") -> dict[str, dict[str, Any]]:

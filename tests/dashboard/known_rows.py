@@ -9,7 +9,7 @@ from typing import Any
 
 from ragmon.sinks import Store
 
-from ragmon.model import SpanBatch
+from tests.support.span_rows import SpanBatch, insert_spans
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
@@ -106,8 +106,7 @@ def insert_traces(store: Store, traces: list[Trace]) -> None:
             batch.retrieved_scores.append([])
             batch.attributes.append({})
             batch.ingest_seq.append(0)
-            batch.content.append({})
-    store.insert_spans(batch)
+    insert_spans(store, batch)
     store.roll_up(0, 0)  # as the agent does once the sampler has decided the traces
 
 

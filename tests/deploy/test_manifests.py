@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import DEPLOY, REPO, dockerfile_env, k8s_find
 from pydantic import BaseModel
 
 from ragmon.memory import parse_size
 from ragmon.settings import NESTED_DELIMITER, Settings, load_settings
+from tests.deploy.conftest import DEPLOY, REPO, dockerfile_env, k8s_find
 
 AGENT_IMAGE = "ragmon/agent:dev"
 COLLECTOR_IMAGE = re.compile(r"^otel/opentelemetry-collector-contrib:\d+\.\d+\.\d+$")

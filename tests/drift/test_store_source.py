@@ -42,7 +42,7 @@ from ragmon.agent.drift import (
     WindowPoint,
 )
 from ragmon.agent.drift.store_source import StoreSignalSource
-from ragmon.model import SpanBatch
+from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 
 MINUTES = 30
@@ -99,7 +99,7 @@ class World:
         for part in range(3):  # three inserts and roll-ups: minute states merge across parts and minutes
             rows = batch.take(list(range(part, len(batch), 3)))
             rows.ingest_seq = [part + 1] * len(rows)
-            store.insert_spans(rows)
+            insert_spans(store, rows)
             store.roll_up(part + 1, part + 1)
         self.observations = _observations(batch)
         self.memory = InMemorySignalSource(self.observations)

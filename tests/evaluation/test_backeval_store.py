@@ -13,6 +13,7 @@ from ragmon.sinks import Store, open_store
 
 from ragmon import attributes as attr
 from ragmon.evaluation.backeval_source import Selection, StoreTraceSource, select_with
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 DAY_NS = 86400 * 10**9
@@ -57,7 +58,7 @@ def seed(store: Store) -> None:
         batch.attributes[row] = (
             {attr.RAGMON_EVAL_RUN: "nightly", attr.RAGMON_EVAL_ROW_ID: row_id} if row_id else {"other": "x"}
         )
-    store.insert_spans(batch)
+    insert_spans(store, batch)
 
 
 def test_selection_filters_and_row_ids(store: Store) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from faults_support import LONG, TALLY, Recorder, Tally
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 
 from tests.faults import scenario_rows
+from tests.faults.faults_support import LONG, TALLY, Recorder, Tally
 
 MAX_BODY = 64 * 1024
 

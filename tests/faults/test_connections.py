@@ -9,8 +9,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from faults_support import HOST, TALLY, Recorder, good_body, healthy, post, scaled
 from ragmon.collectors import HttpReceiver
+
+from tests.faults.faults_support import HOST, TALLY, Recorder, good_body, healthy, post, scaled
 
 pytestmark = pytest.mark.faults
 

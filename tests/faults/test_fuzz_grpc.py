@@ -8,12 +8,13 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from faults_support import TALLY, Recorder, good_body, request, scaled, span
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from ragmon.collectors import GrpcReceiver
+
+from tests.faults.faults_support import TALLY, Recorder, good_body, request, scaled, span
 
 pytestmark = pytest.mark.faults
 

@@ -10,7 +10,6 @@ import zlib
 from typing import Any
 
 import pytest
-from faults_support import TALLY, Recorder, Reply, good_body, healthy, post, raw_exchange, request, scaled, span
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -19,6 +18,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from ragmon.collectors import HttpReceiver
+
+from tests.faults.faults_support import (
+    TALLY,
+    Recorder,
+    Reply,
+    good_body,
+    healthy,
+    post,
+    raw_exchange,
+    request,
+    scaled,
+    span,
+)
 
 pytestmark = pytest.mark.faults
 

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import LONG, scaled
 from ragmon.judges.llm_judge import LLMJudge, LLMJudgeConfig
 from ragmon.judges.queue import FINAL_STATES, JudgeQueue, Kept
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
@@ -23,6 +22,7 @@ from ragmon.sinks import Store, open_store
 from ragmon.agent.judge_store import StoreScoreSink
 from ragmon.testing import FaultRecord, FlakyReplies, ScriptedOpenAIServer
 from tests.faults import scenario_rows
+from tests.faults.faults_support import LONG, scaled
 from tests.judges.worker_fakes import DictPayloads, faithfulness_responder, sample, trace_id
 
 pytestmark = pytest.mark.faults

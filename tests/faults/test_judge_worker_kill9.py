@@ -15,12 +15,12 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from faults_support import scaled, suite_env_names
 from ragmon.judges.queue import FINAL_STATES, ItemState, JudgeQueue, Kept
 
 from ragmon.settings import JudgeSettings
 from ragmon.testing import ScriptedOpenAIServer
 from tests.faults import scenario_rows
+from tests.faults.faults_support import scaled, suite_env_names
 from tests.judges.worker_fakes import faithfulness_responder
 
 pytestmark = pytest.mark.faults

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from faults_support import LONG, suite_env_names
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from tests.agent.harness import AgentProcess
 from tests.faults import scenario_rows
+from tests.faults.faults_support import LONG, suite_env_names
 
 pytestmark = pytest.mark.faults
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_support import TALLY, good_body
 from ragmon.sinks import Store, open_store
 
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
+from tests.faults.faults_support import TALLY, good_body
 
 pytestmark = pytest.mark.faults
 

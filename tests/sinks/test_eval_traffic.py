@@ -15,7 +15,8 @@ from ragmon.sinks.chdb_backend import ChdbBackend
 from ragmon.sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, migrations
 from ragmon.sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
-from ragmon.model import SPAN_COLUMNS, SpanBatch
+from ragmon.model import SPAN_COLUMNS
+from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 
 
@@ -38,7 +39,7 @@ def test_the_report_reads_production_unless_asked(store: Store, since_s: int) ->
     now_s = int(time.time())
     start_s = now_s // 3600 * 3600 - 2 * 3600 if since_s > 3600 else now_s // 60 * 60 - 1200
     for batch in _traffic_mix(start_s * 10**9):
-        store.insert_spans(batch)
+        insert_spans(store, batch)
     store.roll_up(0, 0)
 
     production = store.report(since_s)
@@ -141,7 +142,7 @@ def test_a_v6_store_migrates_with_its_rows_as_production(
 
         # From now on an eval run's minutes stay apart, in the minute rollup and through the hourly view.
         later = make_batch(15, seed=12, start_ns=start_ns, features=("qa",), eval_run="nightly", ingest_seq=1)
-        store.insert_spans(later)
+        insert_spans(store, later)
         store.roll_up(1, 1)  # the new spans only: the old ones were rolled up by v6
         assert store.report(4 * 3600) == report
         assert _requests(store.report(4 * 3600, traffic=Traffic.of(eval_run="nightly"))) == 15
@@ -157,8 +158,8 @@ def test_the_samplers_recent_p95_figures_are_production_only(store: Store) -> No
     production = make_batch(20, seed=21, start_ns=start_ns, spread_s=120, features=("qa",), ingest_seq=1)
     slow_run = make_batch(20, seed=22, start_ns=start_ns, spread_s=120, features=("qa",), eval_run="x", ingest_seq=1)
     slow_run.duration_ms = [d * 100 for d in slow_run.duration_ms]
-    store.insert_spans(production)
-    store.insert_spans(slow_run)
+    insert_spans(store, production)
+    insert_spans(store, slow_run)
     store.roll_up(1, 1)
 
     roots = sorted(d for d, stage in zip(production.duration_ms, production.stage, strict=True) if stage == "request")

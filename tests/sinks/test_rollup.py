@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ragmon.sinks import Store, rollup_sql
 
-from ragmon.model import SpanBatch
+from tests.support.span_rows import SpanBatch, insert_spans
 
 NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9  # ten minutes ago, on a minute boundary
 
@@ -102,7 +102,7 @@ def test_a_wrapper_and_the_client_call_inside_it_are_one_call(store: Store) -> N
         Span("p" * 16, "q" * 16, "generate", 400, 500, seq=2),
         Span("c" * 16, "p" * 16, "generate", 401, 480, tokens=100, cost=0.25, ttft_ms=50.0, seq=1),
     ]
-    store.insert_spans(_batch(spans))
+    insert_spans(store, _batch(spans))
     store.roll_up(1, 1)  # the inner spans: their parents are stored (range 2) by the time the range is rolled up
     store.roll_up(2, 2)
     got = _by_stage(store)
@@ -120,7 +120,7 @@ def test_usage_on_both_spans_counts_once_from_the_outer(store: Store) -> None:
         Span("o" * 16, "", "generate", 0, 500, tokens=100, cost=0.25),
         Span("i" * 16, "o" * 16, "generate", 1, 400, tokens=100, cost=0.25),
     ]
-    store.insert_spans(_batch(spans))
+    insert_spans(store, _batch(spans))
     store.roll_up(1, 1)
     got = _by_stage(store)["generate"]
     assert (got["calls"], got["tokens"], got["cost_known"]) == (1, 100, 1)
@@ -137,7 +137,7 @@ def test_a_failed_call_counts_as_the_outer_span_says(store: Store) -> None:
         Span("p" * 16, "", "generate", 0, 300, status="error", trace_id="2" * 32),
         Span("k" * 16, "p" * 16, "generate", 1, 200, status="error", trace_id="2" * 32),
     ]
-    store.insert_spans(_batch(spans))
+    insert_spans(store, _batch(spans))
     store.roll_up(1, 1)
     got = _by_stage(store)["generate"]
     assert (got["calls"], got["errors"], got["tokens"]) == (2, 1, 5)
@@ -152,7 +152,7 @@ def test_sibling_calls_and_calls_in_other_traces_all_count(store: Store) -> None
         # the parent was never stored (a span of a service that does not send to ragmon): a call
         Span("4" * 16, "f" * 16, "generate", 0, 100, tokens=8, trace_id="d" * 32),
     ]
-    store.insert_spans(_batch(spans))
+    insert_spans(store, _batch(spans))
     store.roll_up(1, 1)
     got = _by_stage(store)["generate"]
     assert (got["calls"], got["tokens"]) == (4, 15)
@@ -165,7 +165,7 @@ def test_a_span_nested_through_another_stage_is_not_a_second_call(store: Store) 
         Span("o" * 16, "t" * 16, "other", 1, 800),
         Span("u" * 16, "o" * 16, "tool", 2, 700),
     ]
-    store.insert_spans(_batch(spans))
+    insert_spans(store, _batch(spans))
     store.roll_up(1, 1)
     got = _by_stage(store)
     assert (got["tool"]["calls"], got["other"]["calls"]) == (1, 1)
@@ -174,7 +174,7 @@ def test_a_span_nested_through_another_stage_is_not_a_second_call(store: Store) 
 def test_a_trace_past_the_walk_limit_counts_every_span_past_it(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rollup_sql, "MAX_WALKED_SPANS", 3)
     chain = [Span(f"{i:016x}", f"{i - 1:016x}" if i else "", "generate", i, 100 - i) for i in range(6)]
-    store.insert_spans(_batch(chain))
+    insert_spans(store, _batch(chain))
     store.roll_up(1, 1)
     assert _by_stage(store)["generate"]["calls"] == 4  # the first three walked (one call), the last three not
 
@@ -261,7 +261,7 @@ def test_random_trees_rolled_up_in_ranges_match_the_rules(chdb_store: Store, see
     rng = random.Random(seed)
     spans = _random_traces(rng, 30)
     last = _store_in_ranges(rng, spans)
-    chdb_store.insert_spans(_batch(spans))
+    insert_spans(chdb_store, _batch(spans))
     for seq in range(1, last + 1):
         chdb_store.roll_up(seq, seq, f"rollup:{seed}:{seq}")
     got = {

@@ -8,6 +8,7 @@ import pytest
 from ragmon.sinks import StoreError, open_store
 from ragmon.sinks.errors import classify
 
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 
@@ -30,7 +31,7 @@ def test_server_going_down_mid_life_is_retryable(engine_dir, database) -> None:
     store = open_store(server.url, database=database)
     server.close()
     with pytest.raises(StoreError) as info:
-        store.insert_spans(make_batch(2))
+        insert_spans(store, make_batch(2))
     assert info.value.retryable is True
     store.close()
 
@@ -44,7 +45,7 @@ def test_bad_sql_is_permanent(store) -> None:
 def test_closed_store_raises(store) -> None:
     store.close()
     with pytest.raises(StoreError):
-        store.insert_spans(make_batch(1))
+        insert_spans(store, make_batch(1))
 
 
 def test_codes_are_classified() -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 from ragmon.sinks import Store, StoreError
 
-from ragmon.model import SpanBatch
+from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 
 HOSTILE = "x'); DROP TABLE spans; --"
@@ -20,7 +20,7 @@ def _count(store: Store, table: str = "spans") -> int:
 
 def test_round_trip_keeps_every_value(store: Store) -> None:
     batch = make_batch(20, seed=1)
-    store.insert_spans(batch)
+    insert_spans(store, batch)
     db = store.topology.database
     rows = store.query(
         f"SELECT span_id, toUnixTimestamp64Nano(start_time) AS ns, duration_ms, cost_usd, ttft_ms, retrieved_ids,"
@@ -44,9 +44,9 @@ def test_round_trip_keeps_every_value(store: Store) -> None:
 
 def test_resent_batch_is_invisible_in_spans_and_report(store: Store) -> None:
     batch = make_batch(300, seed=2, ingest_seq=1)
-    token = store.insert_spans(batch)
-    assert store.insert_spans(batch) == token  # the same batch derives the same token
-    store.insert_spans(batch)
+    token = insert_spans(store, batch)
+    assert insert_spans(store, batch) == token  # the same batch derives the same token
+    insert_spans(store, batch)
     assert _count(store) == len(batch)
     store.roll_up(1, 1)
     before = store.report(7200)
@@ -57,9 +57,9 @@ def test_resent_batch_is_invisible_in_spans_and_report(store: Store) -> None:
 
 def test_distinct_batches_all_count(store: Store) -> None:
     first, second = make_batch(50, seed=3, ingest_seq=1), make_batch(50, seed=4, ingest_seq=2)
-    store.insert_spans(first)
+    insert_spans(store, first)
     store.roll_up(1, 1)
-    store.insert_spans(second)
+    insert_spans(store, second)
     store.roll_up(2, 2)
     assert _count(store) == len(first) + len(second)
     assert sum(r["requests"] for r in store.report(7200)) == len(first) + len(second)
@@ -68,15 +68,15 @@ def test_distinct_batches_all_count(store: Store) -> None:
 def test_caller_token_wins(store: Store) -> None:
     """A write-ahead log can pass its own position as the token; a replay with that token is dropped."""
     batch = make_batch(10, seed=5)
-    store.insert_spans(batch, dedup_token="wal:7:0")
-    store.insert_spans(batch.take(list(range(5))), dedup_token="wal:7:0")
+    insert_spans(store, batch, dedup_token="wal:7:0")
+    insert_spans(store, batch.take(list(range(5))), dedup_token="wal:7:0")
     assert _count(store) == len(batch)
 
 
 def test_hostile_strings_are_stored_and_queried_verbatim(store: Store) -> None:
     batch = make_batch(4, seed=6, features=(HOSTILE,), tenants=(HOSTILE,))
     batch.attributes[0] = {HOSTILE: "a\tb\nc\\d"}
-    store.insert_spans(batch)
+    insert_spans(store, batch)
     store.roll_up(0, 0)
     db = store.topology.database
     rows = store.query(
@@ -93,7 +93,7 @@ def test_hostile_strings_are_stored_and_queried_verbatim(store: Store) -> None:
 
 
 def test_empty_batch_is_a_no_op(store: Store) -> None:
-    assert store.insert_spans(SpanBatch()) == ""
+    assert insert_spans(store, SpanBatch()) == ""
     assert _count(store) == 0
 
 

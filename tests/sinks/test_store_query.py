@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from ragmon.sinks import QueryRejected, Store, StoreError
 
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 REFUSED = [
@@ -29,7 +30,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("sql", REFUSED)
 def test_refused(store: Store, sql: str) -> None:
-    store.insert_spans(make_batch(2, seed=21))
+    insert_spans(store, make_batch(2, seed=21))
     with pytest.raises(QueryRejected):
         store.query(sql.format(db=store.topology.database))
     assert store.query(f"SELECT count() AS n FROM {store.topology.database}.spans") == [{"n": 10}]
@@ -37,7 +38,7 @@ def test_refused(store: Store, sql: str) -> None:
 
 def test_allowed_shapes(store: Store) -> None:
     db = store.topology.database
-    store.insert_spans(make_batch(3, seed=22))
+    insert_spans(store, make_batch(3, seed=22))
     assert store.query("SELECT number AS n FROM numbers(3) ORDER BY n") == [{"n": 0}, {"n": 1}, {"n": 2}]
     rows = store.query(
         f"WITH s AS (SELECT stage FROM {db}.spans) SELECT stage, count() AS n FROM s GROUP BY stage ORDER BY stage;"
@@ -76,7 +77,7 @@ def test_describe_and_show_tables_read_as_their_selects(store: Store) -> None:
 
 def test_tenant_filter_reaches_every_table_and_subquery(store: Store) -> None:
     db = store.topology.database
-    store.insert_spans(make_batch(10, seed=23, tenants=("acme", "globex")))
+    insert_spans(store, make_batch(10, seed=23, tenants=("acme", "globex")))
     store.roll_up(0, 0)
     store.insert_payloads([{"tenant": "acme", "trace_id": "1"}, {"tenant": "globex", "trace_id": "2"}])
     sql = (
@@ -100,7 +101,7 @@ def test_engine_refuses_writes_on_the_read_path(store: Store) -> None:
 
 
 def test_unqualified_tables_are_the_stores(store: Store) -> None:
-    store.insert_spans(make_batch(2, seed=24))
+    insert_spans(store, make_batch(2, seed=24))
     store.roll_up(0, 0)
     assert store.query("SELECT count() AS n FROM spans") == [{"n": 10}]
     assert store.query("SELECT sum(spans) AS n FROM spans_1m", tenant="acme") == [{"n": 10}]

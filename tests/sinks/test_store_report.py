@@ -12,7 +12,7 @@ from ragmon.sinks import Store
 from ragmon.sinks.queries import full_hours
 from ragmon.sinks.schema import QUANTILE_ACCURACY
 
-from ragmon.model import SpanBatch
+from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 
 
@@ -72,7 +72,7 @@ def _store(store: Store, batch: SpanBatch, seq: int) -> None:
     """Insert `batch` as the request with ingest sequence `seq`, and roll it up (as the agent does once the sampler
     has decided its traces)."""
     batch.ingest_seq = [seq] * len(batch)
-    store.insert_spans(batch)
+    insert_spans(store, batch)
     store.roll_up(seq, seq)
 
 

@@ -20,6 +20,7 @@ from ragmon.sinks.schema import (
 
 from ragmon.model import SPAN_COLUMNS
 from tests.support.chhttp import ClickHouseHttpServer
+from tests.support.span_rows import insert_spans
 
 
 def test_spans_columns_come_from_the_model(store: Store) -> None:
@@ -140,7 +141,7 @@ def test_a_v1_store_migrates_to_v2_and_keeps_its_report(engine_dir: Path, databa
             "spans_1m": ROLLUP_ORDER,
             "spans_1h": ROLLUP_ORDER.replace("minute", "hour"),
         }
-        store.insert_spans(make_batch(10, seed=32, ingest_seq=1))  # v5: the agent's roll-ups feed the new table
+        insert_spans(store, make_batch(10, seed=32, ingest_seq=1))  # v5: the agent's roll-ups feed the new table
         store.roll_up(1, 1)
         assert store.query(f"SELECT sum(spans) AS n FROM {database}.spans_1m") == [{"n": len(batch) + 50}]
     finally:

@@ -1,2 +1,3 @@
 """Code the tests (and benchmarks) share that ragmon does not ship: a ClickHouse-HTTP endpoint over the embedded
-engine (`chhttp`) and synthetic spans and OTLP bodies with known numbers (`synth`)."""
+engine (`chhttp`), `spans` rows written straight into the store (`span_rows`) and synthetic spans and OTLP bodies
+with known numbers (`synth`)."""

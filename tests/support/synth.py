@@ -1,4 +1,5 @@
-"""Synthetic `SpanBatch`es and OTLP request bodies with known numbers, for the store's tests and benchmarks.
+"""Synthetic `spans` rows (a `span_rows.SpanBatch`) and OTLP request bodies with known numbers, for the store's
+tests and benchmarks.
 
 Each request is a root span plus embed → search → rerank → generate stage spans, with log-normal durations per
 stage, tokens and cost on `generate`, and retrieved ids on `search`. Everything derives from a seeded
@@ -13,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragmon.model import SpanBatch
+from tests.support.span_rows import SpanBatch
 
 # (stage, span name, log-normal mu of duration_ms, sigma)
 _STAGES: tuple[tuple[str, str, float, float], ...] = (
@@ -109,7 +110,6 @@ def make_batch(
                 b.retrieved_scores.append([])
             b.attributes.append({"http.route": "/ask", "deployment.environment": "prod"} if is_root else {})
             b.ingest_seq.append(ingest_seq)
-            b.content.append({})
     return b
 
 

@@ -1,6 +1,6 @@
-"""Reads of the alerts table by alert id: every stored state change (firing, resolved) of the alerts asked for, as
-`ragmon alerts` would list them. `ragmon demo` prints the alerts its evaluation fired this way
-(`Store.alert_rows`).
+"""Reads of the alerts table: recent and still open alerts (`ragmon alerts`), and every stored state change
+(firing, resolved) of the alerts asked for by id, as `ragmon alerts` would list them (`ragmon demo` prints the
+alerts its evaluation fired this way, `Store.alert_rows`).
 
 The ids are one bound `{alert_ids:Array(String)}` parameter (the store takes arrays directly; only a running
 agent's `POST /api/query` is limited to strings and numbers).
@@ -18,3 +18,15 @@ def alert_rows_sql(ddl: Ddl, alert_ids: list[str]) -> tuple[str, dict[str, Any]]
     return f"SELECT * FROM {ddl.table('alerts')} WHERE alert_id IN {{alert_ids:Array(String)}}", {
         "alert_ids": list(alert_ids)
     }
+
+
+def recent_alerts_sql(since_s: float, limit: int) -> tuple[str, dict[str, Any]]:
+    """Rows fired within `since_s`, plus every alert never resolved (however old): the table is small. Unqualified,
+    as `ragmon query` reads: it runs on the store's database, directly or through a running agent."""
+    sql = (
+        "SELECT * FROM alerts"
+        " WHERE fired_at >= now64(3) - toIntervalSecond({since_s:UInt64})"
+        " OR alert_id NOT IN (SELECT alert_id FROM alerts WHERE state = 'resolved')"
+        " ORDER BY fired_at DESC LIMIT {limit:UInt64}"
+    )
+    return sql, {"since_s": int(since_s), "limit": int(limit)}

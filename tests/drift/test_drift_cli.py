@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from ragmon.sinks.alerts_sql import recent_alerts_sql
 
 from ragmon.agent import commands
 from ragmon.agent.drift import AlertRecord
-from ragmon.agent.drift.cli import add_alerts_arguments, alerts, alerts_sql, collapse_alert_rows, format_alerts
+from ragmon.agent.drift.cli import add_alerts_arguments, alerts, collapse_alert_rows, format_alerts
 
 
 def make(state: str, alert_id: str, fired_at_s: float, resolved_at_s: float | None = None) -> AlertRecord:
@@ -69,8 +70,10 @@ def test_arguments_and_sql() -> None:
     add_alerts_arguments(parser)
     args = parser.parse_args(["--json", "--since", "2h", "--open", "--data-dir", "/tmp/x"])
     assert args.json and args.open and args.since == 7200.0 and args.limit == 500
-    sql = alerts_sql(args.since, args.limit)
-    assert "toIntervalSecond(7200)" in sql and "state = 'resolved'" in sql and sql.endswith("LIMIT 500")
+    sql, params = recent_alerts_sql(args.since, args.limit)
+    assert params == {"since_s": 7200, "limit": 500}
+    assert "toIntervalSecond({since_s:UInt64})" in sql and "state = 'resolved'" in sql
+    assert sql.endswith("LIMIT {limit:UInt64}")
 
 
 def test_command_prints_json_and_filters_open(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:

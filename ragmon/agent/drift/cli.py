@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ragmon.agent import commands
+from ragmon.sinks.alerts_sql import recent_alerts_sql
 
 ALERT_FIELDS = (
     "alert_id",
@@ -48,19 +49,10 @@ def add_alerts_arguments(parser: argparse.ArgumentParser) -> None:
     commands._store_options(parser)
 
 
-def alerts_sql(since_s: float, limit: int) -> str:
-    """Rows fired within `since_s`, plus every alert never resolved (however old): the table is small."""
-    return (
-        "SELECT * FROM alerts"
-        f" WHERE fired_at >= now64(3) - toIntervalSecond({int(since_s)})"
-        " OR alert_id NOT IN (SELECT alert_id FROM alerts WHERE state = 'resolved')"
-        f" ORDER BY fired_at DESC LIMIT {int(limit)}"
-    )
-
-
 def alerts(args: argparse.Namespace) -> int:
     try:
-        rows: list[dict[str, Any]] = commands._read(args, "query", sql=alerts_sql(args.since, args.limit))
+        sql, params = recent_alerts_sql(args.since, args.limit)
+        rows: list[dict[str, Any]] = commands._read(args, "query", sql=sql, sql_params=params)
     except commands.CommandError as exc:
         print(f"ragmon alerts: {exc}", file=sys.stderr)
         return 2

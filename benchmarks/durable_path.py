@@ -99,10 +99,10 @@ class NoFragments:
 
 
 def _open(engine_dir: Path) -> Any:
-    from ragmon.sinks import open_store, otlp_ingest
+    from ragmon.sinks import open_store, otlp_views
 
     store = open_store(engine_dir, database=f"durable_{uuid.uuid4().hex[:8]}")
-    otlp_ingest.install(store)
+    otlp_views.install(store)
     return store
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from ragmon.sinks import (  # noqa: E402
     envelope,
     open_store,
-    otlp_ingest,
+    otlp_views,
 )
 from ragmon.sinks.store import Store  # noqa: E402
 
@@ -123,7 +123,7 @@ def top_columns(store: Store, limit: int = 6) -> list[dict[str, Any]]:
 def one_run(data_dir: Path, run: int, traces: int, keep_rate: float) -> dict[str, float]:
     store = open_store(data_dir, database=f"storage_{run}_{int(time.time())}")
     try:
-        otlp_ingest.install(store)
+        otlp_views.install(store)
         started = time.perf_counter()
         spans, cpu_us = store_traffic(store, traces, seed=run + 1)
         kept = keep(store, keep_rate, seed=run + 1)

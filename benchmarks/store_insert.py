@@ -5,7 +5,7 @@
 
 OTLP path (the product path since normalisation moved into SQL): pre-encoded request bodies of 100 traces × 5
 spans (the SDK's attribute names, captured question/passages/answer), sealed into envelopes and stored with one
-`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `ragmon.sinks.otlp_ingest`'s views → `spans`,
+`Store.insert_otlp` per batch of `--otlp-bodies` bodies through `ragmon.sinks.otlp_views`'s views → `spans`,
 `span_content`; measured through chDB and through the loopback HTTP endpoint. (Since store v5 the rollups are
 not on the insert path: the agent rolls a range up after sampling, `Store.roll_up`.)
 `--redaction` sets the views' PII redaction (`ragmon.sinks.redaction`; the agent's default is on); `compare`
@@ -98,9 +98,9 @@ def _redaction(mode: str) -> Any:
 
 
 def _install_real_sql(store: Store, redaction_mode: str = "on") -> None:
-    from ragmon.sinks import otlp_ingest
+    from ragmon.sinks import otlp_views
 
-    otlp_ingest.install(store, redaction=_redaction(redaction_mode))
+    otlp_views.install(store, redaction=_redaction(redaction_mode))
 
 
 def bench_redaction(data_dir: str, sealed: list[list[bytes]], spans: int) -> None:

@@ -26,9 +26,9 @@ from ragmon.collectors.errors import (
     PayloadTooLargeError,
     ProtobufDecodeError,
 )
+from ragmon.collectors.export_handler import ExportHandler, ExportOutcome
 from ragmon.collectors.grpc_receiver import GrpcReceiver
 from ragmon.collectors.http_receiver import HttpReceiver
-from ragmon.collectors.ingest import ExportOutcome, Ingest
 from ragmon.collectors.validate import REJECT_REASONS, Validation, validate
 
 __all__ = [
@@ -40,10 +40,10 @@ __all__ = [
     "CompressionError",
     "ConsumerUnavailable",
     "DecodeError",
+    "ExportHandler",
     "ExportOutcome",
     "GrpcReceiver",
     "HttpReceiver",
-    "Ingest",
     "JsonDecodeError",
     "MetricsSource",
     "PayloadTooLargeError",

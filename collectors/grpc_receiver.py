@@ -31,7 +31,7 @@ from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.consumer import SpanConsumer
 from ragmon.collectors.counters import CollectorCounters
 from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError
-from ragmon.collectors.ingest import Ingest
+from ragmon.collectors.export_handler import ExportHandler
 from ragmon.collectors.memory_guard import MemoryGuard
 
 __all__ = ["GrpcReceiver"]
@@ -62,7 +62,7 @@ class GrpcReceiver:
         self._requested_port = port
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
-        self.ingest = Ingest(consumer, counters=self.counters, max_body_bytes=max_message_bytes)
+        self.handler = ExportHandler(consumer, counters=self.counters, max_body_bytes=max_message_bytes)
         self.max_message_bytes = max_message_bytes
         self._worker_threads = worker_threads
         self._max_concurrent_rpcs = max_concurrent_rpcs
@@ -83,7 +83,7 @@ class GrpcReceiver:
         )
         export = grpc.unary_unary_rpc_method_handler(
             _TraceService(self).Export,
-            request_deserializer=None,  # raw bytes: parsed once by Ingest, passed on unchanged
+            request_deserializer=None,  # raw bytes: parsed once by ExportHandler, passed on unchanged
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": export}),))
@@ -134,7 +134,7 @@ class _TraceService:
             receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="memory")
             _abort_with_retry(context, grpc.StatusCode.RESOURCE_EXHAUSTED, guard.reason, wait_s)
         try:
-            outcome = receiver.ingest.export_body(body, encoding="protobuf", tenant=tenant, transport="grpc")
+            outcome = receiver.handler.export_body(body, encoding="protobuf", tenant=tenant, transport="grpc")
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except Backpressure as exc:

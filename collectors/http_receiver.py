@@ -41,7 +41,7 @@ from ragmon.collectors.consumer import SpanConsumer
 from ragmon.collectors.counters import CollectorCounters, MetricsSource, render_metrics
 from ragmon.collectors.decode import SUPPORTED_ENCODINGS
 from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
-from ragmon.collectors.ingest import BodyEncoding, Ingest
+from ragmon.collectors.export_handler import BodyEncoding, ExportHandler
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.collectors.responses import JSON, PROTOBUF, export_response, status_response
 
@@ -106,7 +106,7 @@ class HttpReceiver:
         self._requested_port = port
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
-        self.ingest = Ingest(consumer, counters=self.counters, max_body_bytes=max_body_bytes)
+        self.handler = ExportHandler(consumer, counters=self.counters, max_body_bytes=max_body_bytes)
         self.max_body_bytes = max_body_bytes
         self.max_inflight_bytes = max_inflight_bytes
         self.idle_timeout_s = idle_timeout_s
@@ -220,7 +220,7 @@ class HttpReceiver:
         try:
             outcome = await loop.run_in_executor(
                 self._executor,
-                lambda: self.ingest.export_body(
+                lambda: self.handler.export_body(
                     body, encoding=encoding, content_encoding=content_encoding, tenant=tenant
                 ),
             )

@@ -22,7 +22,7 @@ is never a candidate (``doc-4111111111111111``, ``order-555-123-4567``, the frac
 JSON escape before a match (``\\n``, ``\\t``, ``\\r``: messages are JSON text) counts as a boundary and is kept, so
 redaction never breaks the JSON it runs in.
 
-The rendered SQL is part of the views' text, whose digest is the views' COMMENT (`ragmon.sinks.otlp_ingest`): a change
+The rendered SQL is part of the views' text, whose digest is the views' COMMENT (`ragmon.sinks.otlp_views`): a change
 of
 configuration changes the digest and start-up re-creates the views; `fingerprint` names the configuration in logs.
 Configured patterns are checked by the engine at start-up (`check_statements`): one that RE2 cannot compile, or

@@ -38,7 +38,7 @@ ClickHouse 26.9 (chDB), a deduplicated source block is still pushed into the vie
 with a window, drops it again. As a backstop for re-sends that are *not* the same batch (say, regrouped), raw
 tables are `ReplacingMergeTree` keyed so duplicates of a span collapse on merge (or at once with `FINAL`); the
 per-minute rollups can only be protected by the token, which is why the token derives from the batch content.
-The same holds for the OTLP path (`otlp_ingest.py`): its `otlp_in` table is `ENGINE = Null` (it stores nothing and
+The same holds for the OTLP path (`otlp_views.py`): its `otlp_in` table is `ENGINE = Null` (it stores nothing and
 keeps no dedup log), and the token is honoured by each target behind it — `spans`, `span_content` (measured on
 26.9: a re-sent block is dropped at every level of a view chain). The minute rollup has a token of its own: the
 agent's range (`rollup_sql.py`), honoured by `spans_1m` and, one view further, `spans_1h`.
@@ -67,7 +67,7 @@ Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py
   because the sorting key ends in (trace_id, span_id)): 1M spans 9.5 s with it, 1.5 s without; inserts now send
   `optimize_on_insert = 0` (`store.py`). A columnar insert of `spans` rows (the tests' `insert_spans` today) went
   from ~40k to ~148k spans/s.
-- the OTLP path (`otlp_ingest.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
+- the OTLP path (`otlp_views.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
   `spans` view +11 µs and the `span_content` view +7 µs with `ragmon.sinks.normalise_sql` (its version of
   2026-12-01 02:05; an hour earlier +33 and +16 µs); the rollups +3 µs: 24.5 µs, ≈ 41k spans/s per core, 33–45k
   spans/s wall. The views' cost is their SELECT, not the table writes (`spans` alone: 1.8–3.4 µs, above), so
@@ -282,7 +282,7 @@ SHARDING_KEYS: dict[str, str] = {
 
 # Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
 # listed too: a SELECT from a view reads its target table under the view's name.
-OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (ragmon.sinks.otlp_ingest)
+OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (ragmon.sinks.otlp_views)
 OTLP_SPANS_VIEW = "otlp_spans_mv"
 OTLP_CONTENT_VIEW = "otlp_content_mv"
 TENANT_TABLES = (

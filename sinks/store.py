@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from ragmon.sinks import otlp_ingest
+from ragmon.sinks import otlp_views
 from ragmon.sinks.activity_sql import span_activity_sql
 from ragmon.sinks.alerts_sql import alert_rows_sql
 from ragmon.sinks.arrow import to_rows, to_table
@@ -174,7 +174,7 @@ class Store:
         self.topology = topology or Topology()
         self.retention = retention or Retention()
         self._ddl = Ddl(self.topology)
-        self._otlp_settings: dict[str, str] | None = None  # set by install_otlp_ingest
+        self._otlp_settings: dict[str, str] | None = None  # set by install_otlp_views
         self.insert_streams = 2  # concurrent INSERTs per large OTLP batch (`insert_otlp`)
         self.min_insert_part_bytes = MIN_INSERT_PART_BYTES
         self._insert_pool: ThreadPoolExecutor | None = None
@@ -310,45 +310,45 @@ class Store:
     @property
     def otlp_input_table(self) -> str:
         """The qualified `otlp_in` table the normalising SELECTs read from."""
-        return self._ddl.table(otlp_ingest.INPUT_TABLE)
+        return self._ddl.table(otlp_views.INPUT_TABLE)
 
-    def install_otlp_ingest(
+    def install_otlp_views(
         self,
         proto_schema: str,
         message: str,
         input_columns: Sequence[tuple[str, str]],
-        normalise_select: otlp_ingest.SelectSql,
-        spans_select: otlp_ingest.SelectSql,
-        content_select: otlp_ingest.SelectSql,
+        normalise_select: otlp_views.SelectSql,
+        spans_select: otlp_views.SelectSql,
+        content_select: otlp_views.SelectSql,
     ) -> None:
         """Create (or replace, when the SQL changed) `otlp_in`, the view that normalises it into `otlp_norm`, and
         the views from there into `spans` and `span_content`.
 
         The SELECTs may be text or functions of the table they read (`otlp_input_table` for `normalise_select`,
         the normalised table for the others). Idempotent; run it at start-up before receivers accept traffic.
-        See `otlp_ingest.py` for where the Protobuf schema lives.
+        See `otlp_views.py` for where the Protobuf schema lives.
         """
-        pipeline = otlp_ingest.build_pipeline(
+        pipeline = otlp_views.build_pipeline(
             self._ddl, proto_schema, message, input_columns, normalise_select, spans_select, content_select
         )
         rows = self._select(
             "SELECT name, comment FROM system.tables WHERE database = {db:String}", {"db": self.topology.database}
         )
-        if not otlp_ingest.is_installed(otlp_ingest.installed_digests(rows), pipeline):
-            for statement in otlp_ingest.install_statements(self._ddl, pipeline):
+        if not otlp_views.is_installed(otlp_views.installed_digests(rows), pipeline):
+            for statement in otlp_views.install_statements(self._ddl, pipeline):
                 self.backend.execute(statement)
         self._otlp_settings = self._schema_settings(pipeline)
 
-    def _schema_settings(self, pipeline: otlp_ingest.OtlpPipeline) -> dict[str, str]:
+    def _schema_settings(self, pipeline: otlp_views.OtlpPipeline) -> dict[str, str]:
         path = getattr(self.backend, "path", None)
         if self.backend.kind == "chdb" and path is not None:
-            written = otlp_ingest.write_schema_file(Path(path) / "format_schemas", pipeline)
-            return otlp_ingest.file_schema_settings(str(written), pipeline.message)
+            written = otlp_views.write_schema_file(Path(path) / "format_schemas", pipeline)
+            return otlp_views.file_schema_settings(str(written), pipeline.message)
         inline = self._select("SELECT count() AS n FROM system.settings WHERE name = 'format_schema_source'")
         if inline and inline[0]["n"]:
-            return otlp_ingest.inline_schema_settings(pipeline)
-        # An older server: the file must already be in its format_schema_path (see otlp_ingest.py).
-        return otlp_ingest.file_schema_settings(otlp_ingest.schema_file_name(pipeline), pipeline.message)
+            return otlp_views.inline_schema_settings(pipeline)
+        # An older server: the file must already be in its format_schema_path (see otlp_views.py).
+        return otlp_views.file_schema_settings(otlp_views.schema_file_name(pipeline), pipeline.message)
 
     def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
         """Store many envelopes through the views; a re-sent `dedup_token` (with the same envelopes) is invisible in
@@ -358,7 +358,7 @@ class Store:
         each with its own token derived from `dedup_token` (the split depends only on the envelopes, so a re-send
         splits the same way). Each part pays the views' planning (~0.15 s), hence the minimum part size."""
         if self._otlp_settings is None:
-            raise StoreError("insert_otlp before install_otlp_ingest", retryable=False)
+            raise StoreError("insert_otlp before install_otlp_views", retryable=False)
         if not envelopes:
             return
         parts = split_envelopes(envelopes, self.insert_streams, self.min_insert_part_bytes)

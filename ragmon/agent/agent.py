@@ -41,7 +41,7 @@ from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
-from ragmon.sinks import Store, open_store, otlp_ingest
+from ragmon.sinks import Store, open_store, otlp_views
 from ragmon.sinks.redaction import Redaction
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
@@ -175,7 +175,7 @@ class Agent:
             prices = load_price_table(self.settings.sdk.price_file)
             # Before the views are (re)created: a bad pattern must stop start-up, not the first insert.
             self.redaction.check(self.store.query)
-            otlp_ingest.install(self.store, prices=prices, redaction=self.redaction)
+            otlp_views.install(self.store, prices=prices, redaction=self.redaction)
             log.info("PII redaction before storage: %s", self.redaction.fingerprint)
             log.info("memory: %s", describe(self.memory))
             if (too_small := limit_warning(agent)) is not None:

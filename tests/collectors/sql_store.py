@@ -1,5 +1,5 @@
 """A minimal store for the collectors' tests: the Null input table and the normalising materialized views in
-chDB, created exactly as the real store does (`ragmon.sinks.otlp_ingest.install`), one database per test.
+chDB, created exactly as the real store does (`ragmon.sinks.otlp_views.install`), one database per test.
 
 chDB allows one session path per process, so the session is shared (see conftest) and isolation comes from
 separate databases.

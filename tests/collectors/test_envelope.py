@@ -11,7 +11,7 @@ from chdb import session as chdb_session
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
-from ragmon.collectors import GrpcReceiver, Ingest, validate
+from ragmon.collectors import ExportHandler, GrpcReceiver, validate
 from ragmon.collectors.errors import JsonDecodeError
 from ragmon.collectors.otlp_json import request_from_json
 from ragmon.sinks.envelope import seal
@@ -102,7 +102,7 @@ def test_otlp_json_malformed_span_is_counted_and_bad_structure_raises() -> None:
 
 
 def test_tenant_attributes_are_counted_without_walking_attributes(consumer: RecordingConsumer) -> None:
-    ingest = Ingest(consumer)
+    ingest = ExportHandler(consumer)
     ingest.export_body(sdk_request(one_span).SerializeToString(), encoding="protobuf", tenant="acme")
     assert ingest.counters.get("ragmon_receiver_tenant_attributes_dropped_total") == 1
     assert consumer.requests[0][0] == "acme" and consumer.requests[0][2] == 1

@@ -86,7 +86,7 @@ def _store(work: Path, cluster: str, database: str) -> Any:
 
 def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
     """Run the agent's write path and queries against the names a cluster deployment uses; report what was seen."""
-    from ragmon.sinks import envelope, otlp_ingest
+    from ragmon.sinks import envelope, otlp_views
 
     from tests.support.synth import encode_otlp_request, otlp_traces
 
@@ -116,7 +116,7 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
     out["retention_already_aligned"] = True
     # The agent's ingest path, unchanged: otlp_in (Null), the normalising view and the views behind it, which
     # write into `spans` and `span_content` — the Distributed tables.
-    otlp_ingest.install(store)
+    otlp_views.install(store)
     traces = otlp_traces(40, seed=8)
     bodies = [traces[i : i + 50] for i in range(0, len(traces), 50)]
     envelopes = [envelope.seal(encode_otlp_request(body), "acme", seq) for seq, body in enumerate(bodies)]

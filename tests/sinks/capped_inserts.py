@@ -17,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from ragmon.sinks import open_store, otlp_ingest
+from ragmon.sinks import open_store, otlp_views
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import StoreError
 
@@ -76,7 +76,7 @@ def retried(action: Callable[[], object], what: str, deadline_s: float = 60.0) -
 def main(cap_mib: int, batches: int) -> None:
     bodies, spans_per_body = request_bodies(REQUESTS_PER_BATCH * batches)
     store = open_store(f"{tempfile.mkdtemp(prefix='capped')}/chdb", engine_memory_bytes=cap_mib * 1024**2)
-    otlp_ingest.install(store)
+    otlp_views.install(store)
     errors = 0
     for b in range(batches):
         first = b * REQUESTS_PER_BATCH + 1

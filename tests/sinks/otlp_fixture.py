@@ -1,7 +1,7 @@
 """A minimal OTLP → SQL normaliser for the store's tests, independent of `ragmon.sinks.normalise_sql`.
 
 The store only needs *some* Protobuf schema, input columns and two SELECTs producing `SPAN_COLUMNS` and
-`CONTENT_COLUMNS` (over the rows of a third, `normalise_select`) to test `Store.install_otlp_ingest` /
+`CONTENT_COLUMNS` (over the rows of a third, `normalise_select`) to test `Store.install_otlp_views` /
 `insert_otlp`; the real ones (every dialect, the price table) live in `sinks/normalise_sql.py`. This one reads
 ragmon's own attribute names only, and an envelope that wraps an `ExportTraceServiceRequest` body with the tenant
 and the write-ahead-log position.

@@ -3,7 +3,7 @@
 Each trace below is shaped like what a real instrumentation sent (the attribute names and value shapes were read
 off the LangChain, LlamaIndex and openai apps of tests/thirdparty under OpenInference, OpenLLMetry and the OTel
 GenAI instrumentation), trimmed to the spans that matter. They go through the real normalising SQL
-(`ragmon.sinks.otlp_ingest.install`) and the real payload copy.
+(`ragmon.sinks.otlp_views.install`) and the real payload copy.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from ragmon.sinks import Store, envelope, otlp_ingest
+from ragmon.sinks import Store, envelope, otlp_views
 
 from tests.support.synth import encode_otlp_request
 
@@ -192,7 +192,7 @@ def _genai_client_only(n: int, *, failed: bool = False) -> Trace:
 
 @pytest.fixture
 def real_store(chdb_store: Store) -> Store:
-    otlp_ingest.install(chdb_store)
+    otlp_views.install(chdb_store)
     return chdb_store
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.trace import format_trace_id
-from ragmon.sinks import Store, envelope, open_store, otlp_ingest
+from ragmon.sinks import Store, envelope, open_store, otlp_views
 from ragmon.sinks.arrow import to_rows
 from ragmon.sinks.backend import quote_string as quote
 from ragmon.sinks.redaction import DISABLED, Redaction, RedactionConfigError
@@ -135,7 +135,7 @@ def make_store(chdb_engine_dir: Path) -> Iterator[Callable[..., Store]]:
 
 def install(store: Store, redaction: Redaction) -> None:
     redaction.check(store.query)
-    otlp_ingest.install(store, redaction=redaction)
+    otlp_views.install(store, redaction=redaction)
 
 
 def store_trace(store: Store, body: bytes, trace_id: str, seq: int = 1) -> None:

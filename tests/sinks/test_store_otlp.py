@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from ragmon.sinks import Store, otlp_ingest
+from ragmon.sinks import Store, otlp_views
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored
 from ragmon.sinks.store import split_envelopes
@@ -18,7 +18,7 @@ NOW_NS = (int(time.time()) // 60 * 60 - 600) * 10**9  # ten minutes ago: recent,
 
 
 def _install(store: Store, spans_select: Any = fx.spans_select) -> None:
-    store.install_otlp_ingest(
+    store.install_otlp_views(
         fx.PROTO_SCHEMA, fx.PROTO_MESSAGE, fx.INPUT_COLUMNS, fx.normalise_select, spans_select, fx.content_select
     )
 
@@ -206,7 +206,7 @@ def test_install_is_idempotent_and_replaces_changed_sql(store: Store) -> None:
 
 
 def test_selects_written_against_plain_table_names_read_the_stores_tables(store: Store) -> None:
-    store.install_otlp_ingest(
+    store.install_otlp_views(
         fx.PROTO_SCHEMA,
         fx.PROTO_MESSAGE,
         fx.INPUT_COLUMNS,
@@ -352,7 +352,7 @@ def test_recent_p95_ignores_spans_stamped_in_the_future(store: Store) -> None:
 
 
 def test_real_collectors_sql_if_present(store: Store) -> None:
-    otlp_ingest.install(store)
+    otlp_views.install(store)
     body = fx.encode_request(rag_trace(0))
     store.insert_otlp([seal(body, "acme", 7)], dedup_token="real")
     store.insert_otlp([seal(body, "acme", 7)], dedup_token="real")

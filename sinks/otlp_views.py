@@ -170,9 +170,9 @@ def inline_schema_settings(pipeline: OtlpPipeline) -> dict[str, str]:
 
 
 def install(store: Store, *, prices: PriceTable | None = None, redaction: Redaction = DEFAULT_REDACTION) -> None:
-    """Install ragmon's normalising pipeline in `store` (`Store.install_otlp_ingest`): the envelope's schema, the
+    """Install ragmon's normalising pipeline in `store` (`Store.install_otlp_views`): the envelope's schema, the
     SELECTs of `normalise_sql` with `prices` (default: the shipped price table) and `redaction`. The agent passes
     its settings' prices and redaction; tests, benchmarks and simulations take the defaults."""
     normalise = partial(normalise_select, redaction=redaction)
     spans = partial(spans_select, prices=prices)
-    store.install_otlp_ingest(PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, normalise, spans, content_select)
+    store.install_otlp_views(PROTO_SCHEMA, PROTO_MESSAGE, INPUT_COLUMNS, normalise, spans, content_select)

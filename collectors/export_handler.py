@@ -1,6 +1,6 @@
 """One export request → decoded, validated, handed to the consumer, counted: shared by both receivers.
 
-`Ingest` is transport-neutral: each receiver gives it a body, its encoding and compression. Per request it
+`ExportHandler` is transport-neutral: each receiver gives it a body, its encoding and compression. Per request it
 decompresses (capped), parses, counts invalid spans (`ragmon.collectors.validate.validate`) and hands the consumer the
 body — as received when every span is valid. Normalisation happens later, in ClickHouse
 (`ragmon.sinks.normalise_sql`). It raises the `ragmon.collectors.errors` tree for the receiver to map to a status, and
@@ -32,7 +32,7 @@ from ragmon.collectors.errors import (
 from ragmon.collectors.otlp_json import request_from_json
 from ragmon.collectors.validate import Validation, validate
 
-__all__ = ["BodyEncoding", "ExportOutcome", "Ingest"]
+__all__ = ["BodyEncoding", "ExportHandler", "ExportOutcome"]
 
 _log = logging.getLogger(__name__)
 _LOG_INTERVAL_S: Final = 60.0  # consumer failures are logged at most once a minute, and counted always
@@ -51,7 +51,7 @@ class ExportOutcome:
     error_message: str  # '' unless spans were rejected
 
 
-class Ingest:
+class ExportHandler:
     """Decode → validate → consume, with the counters; thread-safe (called from receiver worker threads)."""
 
     def __init__(

@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 import ragmon.judges.local_judge
 from ragmon.judges import text
-from ragmon.judges.calibration import LabelledRow, kinds_not_fitted_on
+from ragmon.judges.calibration import LabelledRow, is_heldout, kinds_not_fitted_on, load_rows
 from ragmon.judges.local_judge import LocalJudge
 from ragmon.judges.local_model import FITTED_TASKS, MODELS, answer_probability, sigmoid, soft_min
 from ragmon.judges.types import RagSample, Verdict
 
 from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
+from tests.judges.conftest import DEV_DATA
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -153,6 +154,23 @@ def test_a_wrong_number_caps_the_answer_at_its_claim() -> None:
     assert answer_probability(logits, 3.0) == pytest.approx(soft)
     assert answer_probability(logits, 3.0, [False, False, True]) == pytest.approx(sigmoid(-1.0))
     assert answer_probability(logits, 3.0, [True, False, False]) == pytest.approx(soft)  # a cap above: no change
+
+
+@pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
+def test_fitted_on_one_kind_the_judge_beats_overlap_on_the_other() -> None:
+    """Issue 23's criterion, leave-one-kind-out on the fitting split with the shipped design (lexical v6 features,
+    τ 3, L2 3): fitted on QA alone the judge scores dialogue above the overlap baseline fitted on the same rows, and
+    fitted on dialogue alone QA too (v5: 0.332 against 0.564, 0.622 against 0.636)."""
+    fit = _fit_script()
+    rows = [r for r in load_rows(DEV_DATA) if not is_heldout(r.id)]
+    data = fit.Featurised(rows, LocalJudge(use_minilm=False))
+    model = MODELS["lexical"]
+    everything = range(len(rows))
+    for kind in ("begin", "halueval_qa"):
+        train = [i for i in everything if data.kinds[i] != kind]
+        test = [i for i in everything if data.kinds[i] == kind]
+        judged, overlap = fit.judge_and_baseline(data, train, test, fit.L2["lexical"], model.temperature)[kind]
+        assert judged > overlap, (kind, judged, overlap)
 
 
 def test_a_kind_is_not_fitted_on_when_its_task_or_its_dataset_is_new() -> None:

@@ -89,7 +89,7 @@ QA-fitted model read dialogue; the shipped model is fitted on both, and a third 
 
 v5, lexical set (2026-12-03): v4 weighed the claim count (answer_claims, −1.24 per log claim: in the dev data longer
 answers are more often chit-chat), so five sentences copied verbatim from a passage scored 0.64 against one's 0.97 —
-the every-claim collapse on long answers, back through a feature. Dropped (support_features.LENGTH_FEATURES);
+the every-claim collapse on long answers, back through a feature. Dropped (answer_claims);
 5-fold × 3 at τ 3, L2 3: pooled 0.750 / 0.845 against v4's 0.753 / 0.840, LOKO 0.332 / 0.622 against 0.333 / 0.646;
 at τ 0 / 1 without it: pooled 0.757 / 0.839, 0.752 / 0.847 (τ 3 kept: the rule that does not veto a long answer for
 one weak clause). The same five sentences now score 0.93–0.97, and one invented among them 0.09.

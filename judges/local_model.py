@@ -96,7 +96,7 @@ def contradicts(features: Mapping[str, float]) -> bool:
 
 # v4: the v3 features refitted for the soft-minimum answer rule (τ 3) at L2 3, chosen by the transfer table of
 # benchmarks/fit_local_judge.py (design log there): in-kind figures as v3's, leave-one-kind-out no worse.
-# v5: v4 without the claim count (support_features.LENGTH_FEATURES), which had made long answers score low whatever
+# v5: v4 without the claim count (answer_claims), which had made long answers score low whatever
 # their support.
 # v6: 19 features chosen by leave-one-kind-out (support_features.TRANSFER_FEATURES), among them the coverage of what
 # the claim adds to the question (new_word_coverage); same rule (τ 3) and penalty (L2 3). Fitted on one kind, it

@@ -13,10 +13,11 @@ Three groups, each a cue measured on labelled data rather than a proof of suppor
   that share the most stems with it — paraphrases ("vary from" / "range from") that share few stems;
 - alignment, added in v3 (judges/alignment.py): how the claim lines up with its closest passage sentence
   (reordered, inserted or changed words, a conflicting number), two-sentence windows, words taken from the question
-  rather than a passage. Both sets have them; the MiniLM set is the lexical set plus the similarity.
+  rather than a passage, and (v6) the coverage of the words the claim adds to the question.
 
-`FEATURE_SETS` names the feature list of each model variant; the judge records which one it used in its version,
-since changing it re-scales the metric.
+Every feature is computed (`COMPUTED_FEATURES`); since v6 a model weighs only `TRANSFER_FEATURES`, the 19 that hold
+from QA to dialogue, and the MiniLM set is those plus the similarity. `FEATURE_SETS` names the feature list of each
+model variant; the judge records which one it used in its version, since changing it re-scales the metric.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ CUE_FEATURES = (
     "answer_overlap",
     "answer_claims",
 )
-LENGTH_FEATURES = ("answer_claims",)  # how many claims the answer has: a trait of a kind of text, not of support
 SEMANTIC_FEATURES = ("sim_sentence",)
 SEMANTIC_CANDIDATES = 3  # passage sentences per claim compared by embedding (the lexically closest)
 # Hinges max(0, x − knot) on the shares that matter most: a linear model over them is piecewise linear in each

@@ -12,6 +12,10 @@ instead of the passage. Each feature here is a cue measured by k-fold on the fit
 - the longest common subsequence of the claim's words with a passage sentence, over the claim's words (a copied
   sentence scores near 1 even with a word changed; a shuffled one does not);
 - the share of the claim's stems that the question (the dialogue so far) has and no passage has;
+- v6: of the stems the claim adds to the question, the share some passage has ("new word coverage"): what an
+  answer is accountable for is what it adds. A QA answer that restates the question around an invented name
+  ("… was directed by Stephen Spielberg") keeps high overlap from the question's words; a dialogue reply that
+  paraphrases the passage keeps its new words in the passage. 1.0 when the claim adds nothing to the question;
 - whether the claim opens like a chat reply ("yes", "oh", "well", "I", "that");
 - the whole answer's novel-word share and best-sentence coverage (a claim of an answer that strays is suspect).
 """
@@ -37,6 +41,7 @@ ALIGNMENT_FEATURES = (
     "order_swaps",
     "answer_novel_share",
     "answer_sentence_coverage",
+    "new_word_coverage",
 )
 # First words of a chat reply rather than of a statement taken from a passage (measured as one cue; "I" and "that"
 # open most dialogue replies in BEGIN: "that is great!", "I think …").
@@ -61,6 +66,7 @@ class SentenceIndex:
     windows: tuple[frozenset[str], ...]  # stems of one sentence or two adjacent ones of the same passage
     passage_stems: frozenset[str]
     passage_words: frozenset[str]
+    passage_numbers: frozenset[str]
 
     @classmethod
     def build(cls, passages: Sequence[str]) -> SentenceIndex:
@@ -80,6 +86,7 @@ class SentenceIndex:
             tuple(windows),
             frozenset(s for p in passages for s in text.content_tokens(p)),
             frozenset(t for p in passages for t in text.tokens(p)),
+            frozenset(n for s in sentences for n in s.numbers),
         )
 
     def best(self, stems: set[str]) -> Sentence | None:
@@ -132,15 +139,24 @@ class AnswerCues:
         return cls(novel, coverage)
 
 
+def new_word_coverage(stems: set[str], question_stems: set[str], passage_stems: frozenset[str]) -> float:
+    """Of the claim's content stems the question lacks, the share the passages have; 1.0 when there are none (the
+    claim adds nothing to check)."""
+    new = stems - question_stems
+    return len(new & passage_stems) / len(new) if new else 1.0
+
+
 def alignment_features(claim: str, index: SentenceIndex, question: str, answer: AnswerCues) -> dict[str, float]:
     content = text.content_tokens(claim)
     stems = set(content)
     raw = text.tokens(claim)
     words = [text.stem(t) for t in raw]
+    question_stems = set(text.content_tokens(question))
     row = {
         "answer_novel_share": answer.novel_share,
         "answer_sentence_coverage": answer.sentence_coverage,
         "reply_opener": 1.0 if raw and raw[0] in REPLY_OPENERS else 0.0,
+        "new_word_coverage": new_word_coverage(stems, question_stems, index.passage_stems),
     }
     best = index.best(stems)
     if not stems or best is None:
@@ -160,10 +176,12 @@ def alignment_features(claim: str, index: SentenceIndex, question: str, answer: 
     closest = sorted(index.sentences, key=lambda s: -len(stems & s.stems))[:_ALIGNED_CANDIDATES]
     row.update(
         window_coverage=max(len(stems & w) for w in index.windows) / len(stems),
-        question_share=len((stems & set(text.content_tokens(question))) - index.passage_stems) / len(stems),
+        question_share=len((stems & question_stems) - index.passage_stems) / len(stems),
         best_sentence_missing=math.log1p(len(stems - best.stems)),
         sentence_bigram_coverage=(len(pairs & set(itertools.pairwise(best.content))) / len(pairs) if pairs else 1.0),
-        number_conflict=1.0 if claim_numbers and best.numbers and claim_numbers - best.numbers else 0.0,
+        # v6: a number no passage states, where the closest sentence states one (v3 counted any number the closest
+        # sentence lacks, so a fact fused from two sentences, "completed in 1889 and 330 metres tall", conflicted)
+        number_conflict=1.0 if best.numbers and claim_numbers - index.passage_numbers else 0.0,
         length_ratio=len(words) / (1 + len(best.words)),
         aligned_share=max(common_subsequence(words, s.words) for s in closest) / max(len(words), 1),
         order_swaps=order_swaps(content, best),

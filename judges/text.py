@@ -19,6 +19,23 @@ _ABBREVIATIONS = ("Mr.", "Mrs.", "Ms.", "Dr.", "St.", "Jr.", "Sr.", "vs.", "e.g.
 _CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?:and|but|while|whereas|although)\s+(?=\w+\s+\w+)", re.IGNORECASE)
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+# Number words, so "three hundred" and "300" compare equal (v6). "one" alone is left out: it is a pronoun far more
+# often than a count ("one of the first"); it still counts inside a compound ("one hundred").
+_UNITS = {
+    word: value
+    for value, word in enumerate(
+        (
+            *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+            *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"),
+        )
+    )
+}
+_TENS = {
+    word: 10 * value
+    for value, word in enumerate(("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"), 2)
+}
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+_NUMBER_WORDS = frozenset((*_UNITS, *_TENS, *_SCALES))
 
 STOPWORDS = frozenset(
     [
@@ -221,9 +238,17 @@ def split_claims(answer: str) -> list[str]:
     return claims
 
 
-def tokens(text: str) -> list[str]:
-    """Lower-cased word tokens; a possessive "'s" is dropped so "Presley's" and "Presley 's" both give "presley"."""
+def plain_tokens(text: str) -> list[str]:
+    """`tokens` without reading number words as digits: the overlap baseline's tokens, kept as they were so its
+    figures stay comparable across judge versions."""
     return [t.removesuffix("'s") for t in _TOKEN.findall(text.lower().replace("’", "'"))]
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens; a possessive "'s" is dropped so "Presley's" and "Presley 's" both give "presley",
+    and a number written in words is one token of digits ("three hundred and thirty" → "330", v6)."""
+    words = plain_tokens(text)
+    return _merge_number_words(words) if _NUMBER_WORDS.intersection(words) else words
 
 
 def stem(word: str) -> str:
@@ -256,7 +281,48 @@ def content_tokens(text: str) -> list[str]:
 
 
 def numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+    """The numbers a text states, as digit strings: "1,889" → "1889", "three hundred" → "300"."""
+    worded: set[str] = set()
+    words = plain_tokens(text)
+    if _NUMBER_WORDS.intersection(words):
+        _merge_number_words(words, worded)
+    return {n.replace(",", "") for n in _NUMBER.findall(text)} | worded
+
+
+def _merge_number_words(words: list[str], values: set[str] | None = None) -> list[str]:
+    """The tokens with each run of number words ("twenty five", "three hundred and thirty") replaced by its value
+    in digits, so a number reads the same written either way; "one" alone stays a word. The values replaced are
+    added to `values`."""
+    out: list[str] = []
+    total, current, run = 0, 0, []
+    for word in [*words, ""]:
+        if word in _UNITS or word in _TENS:
+            current += _UNITS.get(word, 0) + _TENS.get(word, 0)
+            run.append(word)
+            continue
+        if word in _SCALES and run:
+            total += max(current, 1) * _SCALES[word]
+            current = 0
+            run.append(word)
+            continue
+        if word == "and" and run:
+            run.append(word)  # "three hundred and five"; put back below if no number word follows
+            continue
+        trailing_and = run[-1:] == ["and"]
+        if trailing_and:
+            run.pop()
+        if run == ["one"]:
+            out.append("one")
+        elif run:
+            out.append(str(total + current))
+            if values is not None:
+                values.add(out[-1])
+        if trailing_and:
+            out.append("and")
+        total, current, run = 0, 0, []
+        if word:
+            out.append(word)
+    return out
 
 
 def has_negation(text: str) -> bool:

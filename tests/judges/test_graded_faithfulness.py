@@ -1,5 +1,6 @@
 """v4 of the local judge's faithfulness: a graded answer probability from a soft minimum of claim logits, the
-fitting script's gradient for it, and `ragmon calibrate` naming the kinds the judge was not fitted on."""
+fitting script's gradient for it, and `ragmon calibrate` naming the kinds the judge was not fitted on; v6's
+paraphrases and wrong numbers."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import numpy as np
 import pytest
 import ragmon.judges.local_judge
 from ragmon.judges import text
-from ragmon.judges.calibration import LabelledRow, kinds_not_fitted_on
+from ragmon.judges.calibration import LabelledRow, is_heldout, kinds_not_fitted_on, load_rows
 from ragmon.judges.local_judge import LocalJudge
-from ragmon.judges.local_model import FITTED_TASKS, MODELS, soft_min
+from ragmon.judges.local_model import FITTED_TASKS, MODELS, answer_probability, sigmoid, soft_min
 from ragmon.judges.types import RagSample, Verdict
 
 from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
+from tests.judges.conftest import DEV_DATA
 
 PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -114,6 +116,61 @@ async def test_a_long_copied_answer_is_not_failed_for_its_length() -> None:
     invented = " ".join([*sentences[:4], "It was designed by Frank Lloyd Wright."])
     result = await judge.score("faithfulness", RagSample(answer=invented, passages=[passage]))
     assert result.value is not None and result.value < judge.faithfulness_threshold
+
+
+async def test_a_paraphrase_is_supported_and_an_invented_number_is_not() -> None:
+    """v6. Reworded and reordered, the facts of the passages stay supported; a number the passages never state,
+    where the closest sentence states another, is a contradiction and caps the answer — in a long answer too, where
+    the soft minimum alone would let one wrong clause through."""
+    judge = LocalJudge(use_minilm=False)
+
+    async def judged(answer: str, question: str = "") -> tuple[float, list[Verdict]]:
+        result = await judge.score("faithfulness", RagSample(question=question, answer=answer, passages=PASSAGES))
+        assert result.value is not None
+        return result.value, [c.verdict for c in result.claims]
+
+    for paraphrase in ("In 1889 the Eiffel Tower was completed.", "It stands 330 metres tall in Paris."):
+        value, verdicts = await judged(paraphrase)
+        assert value >= judge.faithfulness_threshold and verdicts == [Verdict.SUPPORTED], paraphrase
+    # the QA answer that is a span of the passage, and the one that restates the question around an invented name
+    span, _ = await judged("Gustave Eiffel", "Who built the Eiffel Tower?")
+    restated, _ = await judged("The Eiffel Tower was built by Frank Lloyd Wright.", "Who built the Eiffel Tower?")
+    assert span >= judge.faithfulness_threshold > restated
+
+    for wrong in ("It stands three hundred metres tall in Paris.", "The tower was completed in 1925."):
+        value, verdicts = await judged(wrong)
+        assert value < judge.faithfulness_threshold and verdicts == [Verdict.CONTRADICTED], wrong
+    _, verdicts = await judged("It stands three hundred and thirty metres tall in Paris.")
+    assert verdicts == [Verdict.SUPPORTED]  # the same number, written out
+    value, verdicts = await judged("The tower was completed in 1889. It is 500 metres tall.")
+    assert verdicts == [Verdict.SUPPORTED, Verdict.CONTRADICTED]
+    assert value < judge.faithfulness_threshold
+
+
+def test_a_wrong_number_caps_the_answer_at_its_claim() -> None:
+    logits = [3.0, 3.0, -1.0]
+    soft = sigmoid(soft_min(logits, 3.0))
+    assert soft > 0.5  # one weak clause of three: the soft minimum alone passes the answer
+    assert answer_probability(logits, 3.0) == pytest.approx(soft)
+    assert answer_probability(logits, 3.0, [False, False, True]) == pytest.approx(sigmoid(-1.0))
+    assert answer_probability(logits, 3.0, [True, False, False]) == pytest.approx(soft)  # a cap above: no change
+
+
+@pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
+def test_fitted_on_one_kind_the_judge_beats_overlap_on_the_other() -> None:
+    """Issue 23's criterion, leave-one-kind-out on the fitting split with the shipped design (lexical v6 features,
+    τ 3, L2 3): fitted on QA alone the judge scores dialogue above the overlap baseline fitted on the same rows, and
+    fitted on dialogue alone QA too (v5: 0.332 against 0.564, 0.622 against 0.636)."""
+    fit = _fit_script()
+    rows = [r for r in load_rows(DEV_DATA) if not is_heldout(r.id)]
+    data = fit.Featurised(rows, LocalJudge(use_minilm=False))
+    model = MODELS["lexical"]
+    everything = range(len(rows))
+    for kind in ("begin", "halueval_qa"):
+        train = [i for i in everything if data.kinds[i] != kind]
+        test = [i for i in everything if data.kinds[i] == kind]
+        judged, overlap = fit.judge_and_baseline(data, train, test, fit.L2["lexical"], model.temperature)[kind]
+        assert judged > overlap, (kind, judged, overlap)
 
 
 def test_a_kind_is_not_fitted_on_when_its_task_or_its_dataset_is_new() -> None:

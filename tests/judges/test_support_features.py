@@ -107,7 +107,13 @@ async def test_the_judge_records_its_model_and_uses_the_configured_thresholds() 
         calls.append(len(texts))
         return [[1.0, 0.0] for _ in texts]
 
-    judge = LocalJudge(embedder=(embed, "fake-embedder"))
+    # with an embedder, faithfulness still weighs the lexical set (v6: MiniLM's is behind it), embedding nothing
+    lexical = LocalJudge(embedder=(embed, "fake-embedder"))
+    assert lexical.support_model is MODELS["lexical"]
+    assert lexical.version == f"local:{MODELS['lexical'].version}:fake-embedder"
+    lexical.prepare([RagSample(answer="The tower opened in 1889.", passages=["The tower opened in 1889."])])
+    assert calls == []
+    judge = LocalJudge(embedder=(embed, "fake-embedder"), support_features="minilm")
     assert judge.support_model is MODELS["minilm"]
     assert judge.version == f"local:{MODELS['minilm'].version}:fake-embedder"
     sample = RagSample(answer="The tower opened in 1889.", passages=["The tower opened in 1889."])

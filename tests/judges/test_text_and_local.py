@@ -127,7 +127,7 @@ def _same_vector(texts: Sequence[str]) -> list[list[float]]:
 async def test_the_minilm_model_still_rejects_what_the_words_contradict() -> None:
     """Similarity is one cue among the v3 features: even at cosine 1 for every claim, an invented name, a changed
     number and an opinion stay unsupported, and a copied sentence stays supported."""
-    judge = LocalJudge(embedder=(_same_vector, "same-vector"))
+    judge = LocalJudge(embedder=(_same_vector, "same-vector"), support_features="minilm")
     assert judge.support_model is MODELS["minilm"]
     mixed = await judge.score(
         "faithfulness",

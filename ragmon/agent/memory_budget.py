@@ -27,7 +27,7 @@ MiB = 1024**2
 # ~550 MB once the library's pages for ingesting are in); with a ClickHouse server store, Python alone (~120 MB).
 RESERVED_EMBEDDED = 576 * MiB
 RESERVED_SERVER = 160 * MiB
-ENGINE_CAP = False  # see `engine_bytes` below
+ENGINE_CAP = True  # see `engine_bytes` below
 ENGINE_OUTSIDE = 512 * MiB  # of RESERVED_EMBEDDED, what the engine's tracker does not count: library pages, Python
 MIN_WORKING = 96 * MiB  # below this nothing useful fits; a limit that small is refused by the settings anyway
 
@@ -77,11 +77,11 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
         inflight_bytes=inflight,
         # OTLP exporters send ~0.1-4 MiB a message: the in-flight share in 4 MiB messages (64: grpcio's old default)
         grpc_concurrent_rpcs=_clamp(inflight // (4 * MiB), 4, 64),
-        # What the engine's max_server_memory_usage would be (its tracker counts its own allocations only, not its
-        # library's pages nor Python's). Not applied (`ENGINE_CAP`): chDB does take it (a statement past it fails
-        # as MEMORY_LIMIT_EXCEEDED), but in two of six saturation runs at 768 MiB where it fired, one whole batch
-        # (15 requests) that the insert had returned from without error was missing from `spans`. Until that is
-        # understood, losing nothing acknowledged comes first; the sizes above bound the engine's work instead.
+        # The engine's max_server_memory_usage (its tracker counts its own allocations only, not its library's
+        # pages nor Python's): a statement past it fails as MEMORY_LIMIT_EXCEEDED and is retried (the writer's
+        # batch with its deduplication token) instead of the process growing. It was off while chDB's streaming
+        # insert lost batches whose views failed under it without an error; inserts now run as statements that
+        # report their views' errors (sinks/chdb_backend.py, tests/sinks/test_chdb_insert_errors.py).
         engine_bytes=max(MIN_WORKING, limit - ENGINE_OUTSIDE) if embedded and ENGINE_CAP else None,
         high_water_bytes=int(limit * HIGH_WATER),
         low_water_bytes=int(limit * LOW_WATER),
@@ -89,8 +89,9 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
 
 
 # The smallest limit the embedded agent was measured to keep under saturation (benchmarks/ingest.py
-# --memory-limits: 1 GiB peaked at 90 % of it; 768 MiB at 108 %, the engine's library and Python alone being
-# ~550 MB).
+# --memory-limits, engine capped: 1 GiB peaked at 86 % of it, 1.5 GiB at 75 %; 768 MiB at 113 %, and still at 107 %
+# with half the batch size and the engine capped at 192 MiB (throughput x0.31): the engine's library and Python
+# alone are ~550 MB, and the engine's tracker does not see all it holds).
 EMBEDDED_KEPT_FROM = 1024 * MiB
 
 
@@ -102,7 +103,7 @@ def limit_warning(agent: AgentSettings) -> str | None:
     return (
         f"memory_limit {format_size(limit)} is below what the embedded store is measured to keep under saturation "
         f"({format_size(EMBEDDED_KEPT_FROM)}: ~550 MB is the engine's library and Python before any work; at 768 MiB "
-        "the agent peaked at 832 MiB): give it 1 GiB, or use a ClickHouse server store (--clickhouse-url)"
+        "the agent peaked at 871 MiB): give it 1 GiB, or use a ClickHouse server store (--clickhouse-url)"
     )
 
 

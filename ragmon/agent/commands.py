@@ -168,13 +168,17 @@ def chosen_traffic(*, eval_run: str | None = None, evaluation: bool = False) -> 
         raise CommandError(str(exc)) from exc
 
 
-def format_sampler_counts(counts: Mapping[str, int]) -> str:
-    """A sampler's own decision counts (`Sampler.counts`: `kept:<reason>`, `decided:skip|drop`) as the kept share
-    `ragmon report` prints."""
+def format_sampler_counts(counts: Mapping[str, int], *, evaluation: bool = False) -> str:
+    """A sampler's own decision counts (`Sampler.counts`: `kept:<reason>`, `decided:skip|drop`; an eval run's under
+    `eval:`) as the kept share `ragmon report` prints: production's, or with `evaluation` the eval runs'."""
+    from ragmon.agent.sampling.sampler import EVAL_PREFIX
     from ragmon.sinks.kept_share import format_kept_share, summarise
 
     rows = []
-    for key, n in counts.items():
+    for prefixed, n in counts.items():
+        if evaluation != prefixed.startswith(EVAL_PREFIX):
+            continue
+        key = prefixed.removeprefix(EVAL_PREFIX)
         if key.startswith("kept:"):
             rows.append({"feature": "", "outcome": "keep", "reason": key.split(":", 1)[1], "traces": n})
         elif key in ("decided:skip", "decided:drop"):

@@ -105,7 +105,7 @@ def run_through_agent(
         else:
             print(f"\nreport (what `ragmon report --eval-run {eval_run}` shows):", file=out)
             print(format_report(agent.store.report(window_s, traffic=chosen_traffic(eval_run=eval_run))), file=out)
-        _print_kept(agent, out)
+        _print_kept(agent, out, evaluation=eval_run is not None)
         drift_alerts(agent, out, started, history_app or _fault_free_app)
         print(
             f"\nexplore: ragmon report --data-dir {data_dir} · ragmon alerts --data-dir {data_dir} · "
@@ -137,13 +137,13 @@ def _settle(agent: Any) -> None:
         time.sleep(0.05)
 
 
-def _print_kept(agent: Any, out: TextIO) -> None:
+def _print_kept(agent: Any, out: TextIO, *, evaluation: bool = False) -> None:
     """What the sampler decided in this run (its own counts: the data dir may hold earlier demo runs), in the
-    words `ragmon report` uses."""
+    words `ragmon report` uses; of the eval run's traffic when the app's traffic is one."""
     from ragmon.agent.commands import format_sampler_counts
     from ragmon.agent.sampling import SamplerConfig
 
-    print("\n" + format_sampler_counts(agent.sampler.counts), file=out)
+    print("\n" + format_sampler_counts(agent.sampler.counts, evaluation=evaluation), file=out)
     if agent.sampler_config == SamplerConfig.model_validate(DEMO_SAMPLING):
         print(
             f"  slow: over the demo's {DEMO_SLA_MS:.0f} ms SLA, or over the feature's recent p95 by 100 ms once it has"

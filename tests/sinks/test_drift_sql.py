@@ -14,6 +14,7 @@ from ragmon.sinks import Store, Topology
 from ragmon.sinks.drift_sql import DriftSql, Query, Scope, production_minutes
 from ragmon.sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 HOSTILE_FEATURE = "qa' OR 1 = 1 OR feature = '"
@@ -78,7 +79,7 @@ def test_hostile_names_select_their_own_rows(store: Store) -> None:
     production = make_batch(4, seed=2, start_ns=start_ns, spread_s=300, features=("qa",))
     for batch in (run, production):
         batch.ingest_seq = [1] * len(batch)
-        store.insert_spans(batch)
+        insert_spans(store, batch)
     store.roll_up(1, 1)
     window = {"start_ns": start_ns, "end_ns": (start_s + 600) * 10**9}
     minutes = {"start_s": start_s, "end_s": start_s + 600}

@@ -7,6 +7,7 @@ import time
 
 from ragmon.sinks import Store
 
+from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 ODD_SERVICE = "demo' OR service != '"
@@ -16,7 +17,7 @@ def test_span_activity_counts_a_range_of_one_service_or_all(store: Store) -> Non
     start_s = int(time.time()) // 60 * 60 - 1200
     batch = make_batch(8, seed=4, start_ns=start_s * 10**9, spread_s=600)
     batch.service = [ODD_SERVICE if i < 5 * 3 else "other" for i in range(len(batch))]  # 3 traces of 5 spans
-    store.insert_spans(batch)
+    insert_spans(store, batch)
 
     everything = store.span_activity(start_s)
     assert everything == {"spans": 40, "traces": 8, "last_s": max(batch.start_time) // 10**9}

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from ragmon.agent import commands
-from ragmon.sinks.alerts_sql import recent_alerts_sql
 
 ALERT_FIELDS = (
     "alert_id",
@@ -50,6 +49,8 @@ def add_alerts_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def alerts(args: argparse.Namespace) -> int:
+    from ragmon.sinks.alerts_sql import recent_alerts_sql  # here: `ragmon --help` must not load the store
+
     try:
         sql, params = recent_alerts_sql(args.since, args.limit)
         rows: list[dict[str, Any]] = commands._read(args, "query", sql=sql, sql_params=params)

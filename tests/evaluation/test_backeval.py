@@ -104,7 +104,8 @@ def ctrl_c_raises() -> Iterator[None]:
     "did not raise"; not reproduced in parts of the suite)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
-    signal.signal(signal.SIGINT, previous)
+    # None: the handler was not set from Python; Python's own is the one to leave then
+    signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 @pytest.mark.usefixtures("ctrl_c_raises")

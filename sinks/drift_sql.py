@@ -112,6 +112,16 @@ class DriftSql:
         )
         return sql, params
 
+    def _scope_spans(self, params: dict[str, Any], columns: str, *, finite: str | None = None) -> str:
+        """`columns` of the scope's spans in [start_ns, end_ns), one row per span (a re-sent span's duplicate not
+        yet merged away counts once), only those whose `finite` column is set and finite when given."""
+        having = f" AND {finite} IS NOT NULL AND isFinite({finite})" if finite else ""
+        return (
+            f"SELECT {columns} FROM {self._spans}"
+            f" WHERE {self._scope(params)} AND {_time_range('start_time')}{having}"
+            " LIMIT 1 BY tenant, trace_id, span_id"
+        )
+
     # -- per-request sample ----------------------------------------------------------------------------------
     def sample(self, signal: str, scope: Scope, *, start_ns: int, end_ns: int, max_values: int) -> Query:
         """(value, trace_id) of `signal` per span; beyond `max_values`, a uniform subsample chosen by a hash of
@@ -119,11 +129,8 @@ class DriftSql:
         column = SAMPLE_COLUMNS[signal]
         params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "max_values": max_values}
         sql = (
-            f"SELECT toFloat64({column}) AS value, trace_id FROM ("
-            f" SELECT {column}, trace_id, span_id FROM {self._spans}"
-            f" WHERE {self._scope(params)} AND {_time_range('start_time')} AND {column} IS NOT NULL"
-            f" AND isFinite({column})"
-            " LIMIT 1 BY tenant, trace_id, span_id)"
+            f"SELECT toFloat64({column}) AS value, trace_id"
+            f" FROM ({self._scope_spans(params, f'{column}, trace_id, span_id', finite=column)})"
             " ORDER BY cityHash64(trace_id, span_id) LIMIT {max_values:UInt64}"
         )
         return sql, params
@@ -150,8 +157,7 @@ class DriftSql:
         params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns, "sla_ms": sla_ms}
         sql = (
             f"SELECT {_SPAN_WINDOW} AS window, count() AS n, countIf(duration_ms <= {{sla_ms:Float64}}) AS within"
-            f" FROM (SELECT start_time, duration_ms FROM {self._spans}"
-            f" WHERE {self._scope(params)} AND {_time_range('start_time')} LIMIT 1 BY tenant, trace_id, span_id)"
+            f" FROM ({self._scope_spans(params, 'start_time, duration_ms')})"
             " GROUP BY window ORDER BY window"
         )
         return sql, params
@@ -162,10 +168,7 @@ class DriftSql:
         params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns}
         sql = (
             f"SELECT {_SPAN_WINDOW} AS window, avg(toFloat64({column})) AS value, count() AS n"
-            f" FROM (SELECT start_time, {column} FROM {self._spans}"
-            f" WHERE {self._scope(params)} AND {_time_range('start_time')} AND {column} IS NOT NULL"
-            f" AND isFinite({column})"
-            " LIMIT 1 BY tenant, trace_id, span_id)"
+            f" FROM ({self._scope_spans(params, f'start_time, {column}', finite=column)})"
             " GROUP BY window ORDER BY window"
         )
         return sql, params

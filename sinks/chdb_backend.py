@@ -103,6 +103,12 @@ class ChdbBackend:
         with lock:
             try:
                 table = conn.query(sql + settings_clause(settings), "ArrowTable", params=_params(params))
+            except pa.ArrowInvalid as exc:
+                # No result at all, not even an empty table's schema: the query failed inside the engine without
+                # saying so (seen under the memory cap, MEMORY_LIMIT_EXCEEDED in system.errors). Worth retrying.
+                raise StoreError(
+                    f"the engine returned no result, an error it did not report ({exc})", retryable=True
+                ) from exc
             except Exception as exc:
                 raise classify(str(exc)) from exc
         return table

@@ -136,6 +136,9 @@ class Lease:
     attempts: int
     token: str
     last_error: str = ""  # why the previous attempt gave the item back
+    # The `ragmon eval run` the trace belongs to ('' = production). Not queued: the worker takes it from the trace's
+    # payload, so a trace whose payload is missing scores as production (its rows are `skipped`, without a value).
+    eval_run: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -3,8 +3,9 @@
 Rows carry keys the scores table has only from schema v3 on (see `EXTRA_SCORE_KEYS`): per-claim flags and evidence
 inside `claims` (stored as the parallel `claim_flags` / `claim_support` columns), the metric's `flags` (refusal,
 noncommittal, unparseable_verdicts), the number of judge calls, and the trace's sampling reason and inclusion
-probability (its weight is 1 / inclusion_probability). A store that lacks them drops them at its adapter
-(ragmon/agent/judge_store.py), counted, instead of failing the insert.
+probability (its weight is 1 / inclusion_probability), and from v9 the trace's eval run (`eval_run`, '' for
+production traffic: an eval run's scores stay apart from production's). A store that lacks them drops them at its
+adapter (ragmon/agent/judge_store.py), counted, instead of failing the insert.
 
 Rows are plain JSON values (times as integer unix nanoseconds), because they wait in the queue file before they
 reach the store, and a re-sent row must be byte-identical to the first send.
@@ -20,8 +21,8 @@ from ragmon.judges.queue import Lease
 from ragmon.judges.types import MetricResult, Status
 
 # Keys beyond the v1 scores table (and claim fields beyond its (claim, verdict, reason) tuple): schema v3 added them,
-# and v4 the context source.
-EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability", "context_source")
+# v4 the context source, v9 the eval run.
+EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability", "context_source", "eval_run")
 EXTRA_CLAIM_KEYS = ("flag", "support")
 
 
@@ -40,6 +41,7 @@ def score_row(
         "tenant": lease.tenant,
         "trace_id": lease.trace_id,
         "feature": feature,
+        "eval_run": lease.eval_run,
         "metric": result.metric,
         "judge_version": judge_version,
         # A value only with status ok: a failure is never a number (GUIDE §3).

@@ -71,7 +71,7 @@ def _badness(signal: str, higher_is_worse: bool) -> str:
 
 class DriftSql:
     """The drift reads of one store (its tables' names) and one traffic (production unless asked): every spans and
-    rollup read is of that traffic, and so is every score (through its trace's payload, `ragmon.sinks.traffic`)."""
+    rollup read is of that traffic, and so is every score (by its own eval run, `ragmon.sinks.traffic`)."""
 
     def __init__(self, topology: Topology, traffic: Traffic = PRODUCTION) -> None:
         ddl = Ddl(topology)

@@ -37,7 +37,8 @@ def quality_sql(
     payloads_table: str = "payloads",
 ) -> tuple[str, dict[str, Any]]:
     """One row of sums per (feature, day, metric, judge version) over scores in [start_s, end_s) of `traffic`
-    (production unless asked; an eval run's scores are found through its payloads: `ragmon.sinks.traffic`)."""
+    (production unless asked; by the score's own eval run, and for rows scored before schema v9 through their
+    trace's payload: `ragmon.sinks.traffic`)."""
     ok = "status = 'ok' AND value IS NOT NULL"
     weighted = f"{ok} AND ifNull(inclusion_probability, 0) > 0"
     p = "assumeNotNull(inclusion_probability)"

@@ -82,7 +82,7 @@ from ragmon.sinks.backend import quote_string
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -144,6 +144,7 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
     ("trace_id", "String"),
     ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),  # v9: the `ragmon eval run` the trace belongs to; '' = production
     ("metric", "LowCardinality(String)"),
     ("judge_version", "LowCardinality(String)"),
     ("value", "Nullable(Float64)"),  # NULL when undefined or the judge failed: never a silent 0
@@ -170,6 +171,9 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 SCORE_COLUMNS_V3 = SCORE_COLUMNS[-7:-1]
 SCORE_COLUMNS_V4 = SCORE_COLUMNS[-1:]
+# v9: a score carries its trace's eval run, so it stays apart from production after the payload it was found
+# through has expired (payloads keep 14 days, scores 180: `ragmon.sinks.traffic`)
+SCORE_COLUMNS_V9 = tuple(c for c in SCORE_COLUMNS if c[0] == "eval_run")
 PAYLOAD_COLUMNS_V4 = tuple(c for c in PAYLOAD_COLUMNS if c[0] in ("messages", "context_source"))
 
 ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -255,6 +259,7 @@ HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
 # v7 keeps evaluation traffic apart: `eval_run` on spans, payloads, the rollups and the sampling counts. The rollup
 # tables are created as they were before it (v1, v2, v6) and v7 adds the column and appends it to their keys: an
 # AggregatingMergeTree merges rows by key, so a production minute and an eval run's minute must differ in the key.
+# v9 adds it to the scores too (`SCORE_COLUMNS_V9`), outside their key.
 EVAL_RUN_COLUMN = ("eval_run", "LowCardinality(String)")
 
 
@@ -724,6 +729,13 @@ def _v8(ddl: Ddl, r: Retention) -> list[str]:
     return [writes, *ddl.distributed(LABEL_WRITES_TABLE), labels, *ddl.distributed(LABELS_TABLE), view]
 
 
+def _v9(ddl: Ddl) -> list[str]:
+    """A score's own `eval_run` (no-op on a store created at v9). Not in the key: a trace belongs to one run, so
+    the column never tells two versions of a score apart. Rows scored before it read '' and are told apart by
+    their trace's payload while it lasts (`ragmon.sinks.traffic.Traffic.scores_condition`)."""
+    return _added_columns(ddl, "scores", SCORE_COLUMNS_V9, SCORE_COLUMNS)
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -743,6 +755,7 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(6, "sampling decisions per minute, by outcome and first reason", tuple(_v6(ddl, retention))),
         Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
         Migration(8, "labels of kept traces by people, and the log of every label written", tuple(_v8(ddl, retention))),
+        Migration(9, "scores: eval_run, the trace's evaluation run ('' = production)", tuple(_v9(ddl))),
     ]
 
 

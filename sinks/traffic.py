@@ -5,9 +5,10 @@ store keeps it in an `eval_run` column (schema v7; '' for production) on spans, 
 sampling counts. Every production view — the report, alerts, drift baselines, the dashboard — reads `PRODUCTION`
 unless asked otherwise: a dataset replayed against the app, or a candidate model tried on it, is not what users saw.
 
-Scores carry no `eval_run` of their own (the judge writes them); `scores_condition` finds an eval run's scores
-through the payloads of its traces, which is where the judge read them from. A score whose payload has expired
-(payloads keep 14 days by default, scores 180) counts as production.
+Scores carry their trace's `eval_run` from schema v9 on (the judge copies it from the payload it judged), so an eval
+run's scores stay apart for as long as scores are kept (180 days by default), long after its payloads (14 days) have
+expired. Rows scored before v9 read '' there; `scores_condition` still finds those of an eval run through the
+payloads of its traces, where the judge read them from, while the payloads last.
 """
 
 from __future__ import annotations
@@ -44,11 +45,14 @@ class Traffic:
         return f"{column} = {{eval_run:String}}"
 
     def scores_condition(self, params: dict[str, Any], payloads_table: str = "payloads") -> str:
-        """A condition on a `scores` row's trace_id, through the payloads of evaluation traces (see the module); an
-        eval run's name is a parameter, added to `params`."""
+        """A condition on a `scores` row: its own `eval_run` (schema v9) or, for a row scored before v9 (which reads
+        ''), its trace's payload while that lasts (see the module). An eval run's name is a parameter, added to
+        `params`. Its columns are unqualified: it belongs in a WHERE over `scores` alone (a subquery, in a join)."""
         if self.is_production:
-            return f"trace_id NOT IN (SELECT trace_id FROM {payloads_table} WHERE {EVALUATION.condition(params)})"
-        return f"trace_id IN (SELECT trace_id FROM {payloads_table} WHERE {self.condition(params)})"
+            evaluation_traces = f"SELECT trace_id FROM {payloads_table} WHERE {EVALUATION.condition(params)}"
+            return f"({self.condition(params)} AND trace_id NOT IN ({evaluation_traces}))"
+        traces = f"SELECT trace_id FROM {payloads_table} WHERE {self.condition(params)}"
+        return f"({self.condition(params)} OR trace_id IN ({traces}))"
 
     def label(self) -> str:
         if self.eval_run is not None:

@@ -31,9 +31,10 @@ from ragmon.sinks.schema import SCORE_COLUMNS
 
 
 class StoredPayload(RagSample):
-    """A payload row as the store keeps it: the sample plus the trace's feature and sampling facts."""
+    """A payload row as the store keeps it: the sample plus the trace's feature, eval run and sampling facts."""
 
     feature: str = ""
+    eval_run: str = ""  # the `ragmon eval run` the trace belongs to; '' = production
     sampling_reason: str = ""
     inclusion_probability: float | None = None
 
@@ -113,6 +114,7 @@ def _stored_payload(row: Mapping[str, Any]) -> StoredPayload:
         passages=[str(p) for p in row.get("passage_texts") or []],
         context_source=str(row.get("context_source") or ""),
         feature=str(row.get("feature") or ""),
+        eval_run=str(row.get("eval_run") or ""),
         sampling_reason=str(row.get("sampling_reason") or ""),
         inclusion_probability=float(probability) if probability is not None else None,
     )

@@ -67,6 +67,7 @@ def _lease(trace: KeptTrace, judge_version: str) -> Any:
         inclusion_probability=trace.inclusion_probability,
         attempts=1,
         token="",
+        eval_run=trace.eval_run,
     )
 
 

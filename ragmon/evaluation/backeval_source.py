@@ -37,6 +37,7 @@ class KeptTrace:
     tenant: str
     trace_id: str
     feature: str = ""
+    eval_run: str = ""  # the `ragmon eval run` the trace belongs to; '' = production (its scores carry it)
     question: str = ""
     answer: str = ""
     passages: tuple[str, ...] = ()
@@ -79,13 +80,15 @@ def _page(selection: Selection, offset: int, page_rows: int) -> Query:
     )
 
 
-def _trace(row: dict[str, Any], row_ids: dict[tuple[str, str], str]) -> KeptTrace:
+def _trace(row: dict[str, Any], row_ids: dict[tuple[str, str], str], selection: Selection) -> KeptTrace:
     tenant, trace_id = str(row.get("tenant") or ""), str(row["trace_id"])
     probability = row.get("inclusion_probability")
     return KeptTrace(
         tenant=tenant,
         trace_id=trace_id,
         feature=str(row.get("feature") or ""),
+        # a payload copied before schema v7 reads '' even when its spans name the run it was selected by
+        eval_run=str(row.get("eval_run") or selection.eval_run or ""),
         question=str(row.get("question") or ""),
         answer=str(row.get("answer") or ""),
         passages=tuple(str(p) for p in row.get("passage_texts") or ()),
@@ -107,7 +110,7 @@ def select_with(query: QueryFn, selection: Selection, page_rows: int = PAGE_ROWS
             (str(r["tenant"]), str(r["trace_id"])): str(r["row_id"])
             for r in query(*eval_row_ids(trace_ids, database=selection.database))
         }
-        traces.extend(_trace(row, ids) for row in page)
+        traces.extend(_trace(row, ids, selection) for row in page)
         if selection.limit is not None and len(traces) >= selection.limit:
             return traces[: selection.limit]
     return traces

@@ -4,6 +4,7 @@ that never were (lost by an agent that queued nothing, or kept while the queue w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import urllib.error
@@ -16,9 +17,12 @@ from typing import Any
 import pytest
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
+from ragmon.judges.types import MetricResult, RagSample
+from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.sinks import Store, open_store
 
 from ragmon.agent.agent import Agent
+from ragmon.agent.judge_store import agent_store_side
 from ragmon.settings import JudgeSettings, load_settings
 from tests.agent.judge_traces import kept_traces, post, wait_until
 
@@ -122,6 +126,52 @@ def test_start_up_queues_kept_traces_never_queued_once(tmp_path: Path, store: St
     second = _agent(tmp_path, store).start()  # idempotent: nothing queued twice
     second.stop()
     assert _queued(tmp_path) == items
+
+
+class _ConstantJudge:
+    name = "constant"
+    version = "constant:1"
+    faithfulness_threshold = 0.5
+
+    async def score(self, metric: str, sample: RagSample) -> MetricResult:
+        return MetricResult(metric=metric, value=1.0, status="ok")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_worker_beside_the_agent_scores_an_eval_runs_trace_under_its_run(tmp_path: Path, store: Store) -> None:
+    """`ragmon judge` beside `ragmon serve`: the payload (through the agent's judge endpoint) says which eval run
+    the trace belongs to, and the score rows written back (through the other endpoint) carry it."""
+    nightly, production = f"{1:032x}", f"{2:032x}"
+    store.insert_payloads([{**_payload(nightly), "eval_run": "nightly"}, _payload(production)])
+    judge = _ConstantJudge()
+    agent = _agent(tmp_path, store).start()
+    try:
+        assert agent.api is not None
+        # what an agent that opened the data dir's store itself publishes (this one was handed the test's store)
+        (tmp_path / "agent.json").write_text(json.dumps({"api": agent.api.url}))
+        queue = JudgeQueue.in_data_dir(tmp_path)
+        side = agent_store_side(tmp_path)
+        try:
+            queue.enqueue([Kept("default", nightly), Kept("default", production)], judge.version)
+            config = WorkerConfig(metrics=("faithfulness",), idle_poll_s=0.05, delivery_interval_s=0.05)
+            worker = JudgeWorker(queue, judge, side.payloads, side.sink, config=config)
+            asyncio.run(worker.run(until_empty=True))
+        finally:
+            queue.close()
+            side.close()
+        assert worker.stats.rows_delivered == 2
+    finally:
+        agent.stop()
+    rows = store.query(
+        "SELECT trace_id, feature, eval_run, value FROM scores WHERE judge_version = {v:String} ORDER BY trace_id",
+        {"v": judge.version},
+    )
+    assert rows == [
+        {"trace_id": nightly, "feature": "docs-qa", "eval_run": "nightly", "value": 1.0},
+        {"trace_id": production, "feature": "docs-qa", "eval_run": "", "value": 1.0},
+    ]
 
 
 def _judge_call(api: str, path: str, body: Any, token: str | None) -> tuple[int, Any]:

@@ -3,20 +3,26 @@ row ids from span attributes, paging — through the store's read-only query pat
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ragmon.judges.types import MetricResult, RagSample, Status
 from ragmon.sinks import Store, open_store
 
 from ragmon import attributes as attr
+from ragmon.evaluation.backeval import score_traces
+from ragmon.evaluation.backeval_cli import _store_scores
+from ragmon.evaluation.backeval_journal import RunJournal
 from ragmon.evaluation.backeval_source import Selection, StoreTraceSource, select_with
 from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
 DAY_NS = 86400 * 10**9
+METRICS = ("faithfulness", "context_relevance")
 
 
 @pytest.fixture
@@ -112,3 +118,55 @@ def test_selection_is_production_unless_eval_traffic_is_asked_for(store: Store) 
     assert sorted(t.trace_id for t in production) == [trace(1), trace(4)]
     evaluation = source.select(Selection(since_s=86400, evaluation=True, database=db))
     assert sorted(t.trace_id for t in evaluation) == [trace(2), trace(3)]
+    assert {t.trace_id: t.eval_run for t in [*production, *evaluation]} == {
+        trace(1): "",
+        trace(2): "nightly",
+        trace(3): "weekly",
+        trace(4): "",
+    }
+
+
+class _ConstantJudge:
+    name = "constant"
+    version = "constant:1"
+    faithfulness_threshold = 0.5
+
+    async def score(self, metric: str, sample: RagSample) -> MetricResult:
+        return MetricResult(metric=metric, value=1.0, status=Status.OK)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_backeval_scores_carry_their_traces_eval_run_into_the_store(store: Store, tmp_path: Path) -> None:
+    """The rows `ragmon backeval` writes back carry the trace's eval run, so a re-judged eval run stays apart from
+    production after its payloads expire; a payload copied before schema v7 (eval_run '') selected by its spans'
+    run marker takes the run's name from the selection."""
+    seed(store)  # traces 1, 2, 4: payloads without eval_run, spans of `nightly`; trace 3: production
+    store.insert_payloads(
+        [{"tenant": "default", "trace_id": trace(5), "start_time": time.time_ns(), "eval_run": "weekly"}]
+    )
+    source = StoreTraceSource(store, owns_store=False)
+    db = store.topology.database
+    traces = [
+        *source.select(Selection(since_s=30 * 86400, eval_run="nightly", database=db)),
+        *source.select(Selection(since_s=86400, database=db)),
+        *source.select(Selection(since_s=86400, evaluation=True, database=db)),
+    ]
+    journal = RunJournal(tmp_path / "rejudge.journal.jsonl", run="rejudge", judge_version="constant:1", metrics=METRICS)
+    journal.open()
+    try:
+        asyncio.run(score_traces(traces, _ConstantJudge(), journal, run_name="rejudge", metrics=METRICS))
+        _store_scores(store, list(journal.state.entries.values()))
+    finally:
+        journal.close()
+    rows = store.query(
+        f"SELECT trace_id, eval_run FROM {db}.scores WHERE run_name = 'rejudge' AND metric = 'faithfulness'"
+    )
+    assert {r["trace_id"]: r["eval_run"] for r in rows} == {
+        trace(1): "nightly",
+        trace(2): "nightly",
+        trace(4): "nightly",
+        trace(3): "",
+        trace(5): "weekly",
+    }

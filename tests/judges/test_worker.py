@@ -18,7 +18,7 @@ from ragmon.judges.types import MetricResult, RagSample
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
 
-from ragmon.agent.judge_store import StoreScoreSink
+from ragmon.agent.judge_store import StoredPayload, StoreScoreSink
 from ragmon.pricing import default_price_table
 from ragmon.testing import Completion, ErrorReply, ScriptedOpenAIServer, malformed_json
 from tests.judges.conftest import JudgeFactory
@@ -240,6 +240,31 @@ class ConstantJudge(RaisingJudge):
 
     async def score(self, metric: str, sample: RagSample) -> MetricResult:
         return MetricResult(metric=metric, value=0.75, status="ok")
+
+
+async def test_scores_carry_the_eval_run_of_their_traces_payload(queue: JudgeQueue) -> None:
+    """The queue item knows no eval run; the stored payload does, and every score row of the trace carries it
+    (so an eval run's scores stay apart after its payloads expire: `ragmon.sinks.traffic`)."""
+    judge = ConstantJudge()
+    queue.enqueue([Kept("t", trace_id(i), feature="faq") for i in range(3)], judge.version)
+    payloads = DictPayloads(
+        {
+            ("t", trace_id(0)): StoredPayload(**sample(0).model_dump(), eval_run="nightly"),
+            ("t", trace_id(1)): StoredPayload(**sample(1).model_dump()),  # production
+        }  # trace 2's payload is gone: skipped, and nothing says it was an eval run's
+    )
+    sink = ListSink()
+    config = WorkerConfig(metrics=("faithfulness", "answer_relevance"), idle_poll_s=0.05, delivery_interval_s=0.05)
+    await drain(queue, judge, payloads, sink, config=config)
+    runs = {(r["trace_id"], r["metric"], r["status"], r["eval_run"]) for r in sink.rows}
+    assert runs == {
+        (trace_id(0), "faithfulness", "ok", "nightly"),
+        (trace_id(0), "answer_relevance", "ok", "nightly"),
+        (trace_id(1), "faithfulness", "ok", ""),
+        (trace_id(1), "answer_relevance", "ok", ""),
+        (trace_id(2), "faithfulness", "skipped", ""),
+        (trace_id(2), "answer_relevance", "skipped", ""),
+    }
 
 
 class CountingQueue(JudgeQueue):

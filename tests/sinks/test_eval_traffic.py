@@ -12,7 +12,7 @@ import pytest
 from ragmon.sinks import Retention, Store, Topology, open_store
 from ragmon.sinks.arrow import to_table
 from ragmon.sinks.chdb_backend import ChdbBackend
-from ragmon.sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, migrations
+from ragmon.sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, SCORE_COLUMNS, migrations
 from ragmon.sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
 from ragmon.model import SPAN_COLUMNS
@@ -54,7 +54,7 @@ def test_the_report_reads_production_unless_asked(store: Store, since_s: int) ->
 
 
 def test_quality_and_kept_share_read_production_unless_asked(store: Store) -> None:
-    """Scores carry no eval_run: an eval run's are found through its payloads."""
+    """Scores written without an eval_run (as before schema v9: they read '') are found through their payloads."""
     from datetime import UTC, datetime, timedelta
 
     from ragmon.sinks.kept_share import kept_share_sql, summarise
@@ -88,6 +88,101 @@ def test_quality_and_kept_share_read_production_unless_asked(store: Store) -> No
         for name, traffic in (("production", PRODUCTION), ("evaluation", EVALUATION))
     }
     assert decided == {"production": 3, "evaluation": 5}
+
+
+def test_an_eval_runs_scores_stay_apart_after_its_payloads_expired(store: Store) -> None:
+    """Issue 20: payloads keep 14 days, scores 180. A score carries its trace's eval run (schema v9), so with no
+    payload left it still counts under its run — in the report's quality and the drift reads — never as production's."""
+    from datetime import UTC, datetime, timedelta
+
+    from ragmon.sinks.drift_sql import DriftSql
+
+    now = datetime.now(UTC) - timedelta(minutes=1)
+    score = {"tenant": "acme", "feature": "qa", "metric": "faithfulness", "judge_version": "v1", "status": "ok"}
+    score |= {"run_name": "", "scored_at": now, "inclusion_probability": 1.0}
+    store.insert_scores(
+        [
+            {**score, "trace_id": "a" * 32, "eval_run": "", "value": 1.0},
+            {**score, "trace_id": "b" * 32, "eval_run": "nightly", "value": 0.0},
+            {**score, "trace_id": "c" * 32, "eval_run": "weekly", "value": 0.5},
+        ]
+    )
+    assert store.query(f"SELECT count() AS n FROM {store.topology.database}.payloads") == [{"n": 0}]
+    traffics = {
+        "production": PRODUCTION,
+        "nightly": Traffic.of(eval_run="nightly"),
+        "evaluation": EVALUATION,
+        "none": Traffic.of(eval_run="no-such-run"),
+    }
+    means = {name: [row["kept"]["mean"] for row in store.quality(3600, traffic=t)] for name, t in traffics.items()}
+    assert means == {"production": [1.0], "nightly": [0.0], "evaluation": [0.25], "none": []}
+
+    scored = {"start_ns": int((now.timestamp() - 60) * 1e9), "end_ns": int((now.timestamp() + 60) * 1e9)}
+    judged = {
+        name: [
+            row["trace_id"]
+            for row in store.read(
+                *DriftSql(store.topology, traffic).judged_scores("faithfulness", tenant="acme", feature="qa", **scored)
+            )
+        ]
+        for name, traffic in traffics.items()
+    }
+    assert {name: sorted(ids) for name, ids in judged.items()} == {
+        "production": ["a" * 32],
+        "nightly": ["b" * 32],
+        "evaluation": ["b" * 32, "c" * 32],
+        "none": [],
+    }
+
+
+def test_a_v8_store_migrates_its_scores_as_production_and_keeps_finding_eval_ones_by_payload(
+    engine_dir: Path, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    topology = Topology(database)
+    db = database
+    monkeypatch.setattr("ragmon.sinks.store.migrations", lambda t, r: migrations(t, r)[:8])
+    old = Store(ChdbBackend(engine_dir), topology)
+    old.migrate()
+    old.backend.execute(f"ALTER TABLE {db}.scores DROP COLUMN eval_run")  # v1 makes it with today's columns
+    now = datetime.now(UTC) - timedelta(minutes=1)
+    payload = {"tenant": "acme", "feature": "qa", "start_time": now, "inclusion_probability": 1.0}
+    # a v8 agent judged a production trace and an eval run's, whose payload is still there
+    old.insert_payloads([{**payload, "trace_id": "a" * 32}, {**payload, "trace_id": "b" * 32, "eval_run": "nightly"}])
+    for trace_id, value in (("a" * 32, 1.0), ("b" * 32, 0.0)):
+        old.backend.execute(
+            f"INSERT INTO {db}.scores (tenant, trace_id, feature, metric, judge_version, value, status, scored_at,"
+            " inclusion_probability) VALUES ('acme', {trace_id:String}, 'qa', 'faithfulness', 'v1',"
+            " {value:Float64}, 'ok', now64(3) - INTERVAL 1 MINUTE, 1.0)",
+            {"trace_id": trace_id, "value": value},
+        )
+    old.close()
+    monkeypatch.undo()
+
+    store = open_store(str(engine_dir), database=database)
+    try:
+        store.migrate()  # re-running changes nothing
+        columns = store.query(
+            "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = 'scores' ORDER BY position",
+            {"db": db},
+        )
+        assert [(c["name"], c["type"]) for c in columns] == list(SCORE_COLUMNS)  # the order of a fresh table
+        assert store.query(f"SELECT trace_id, eval_run FROM {db}.scores ORDER BY trace_id") == [
+            {"trace_id": "a" * 32, "eval_run": ""},
+            {"trace_id": "b" * 32, "eval_run": ""},
+        ]
+        versions = store.query(f"SELECT version FROM {db}.schema_migrations FINAL ORDER BY version")
+        assert [r["version"] for r in versions][-2:] == [8, 9]
+        # the old eval score is still the run's while its payload lasts (the fallback through payloads)
+        nightly = Traffic.of(eval_run="nightly")
+        means = {
+            name: [r["kept"]["mean"] for r in store.quality(3600, traffic=t)]
+            for name, t in (("production", PRODUCTION), ("nightly", nightly))
+        }
+        assert means == {"production": [1.0], "nightly": [0.0]}
+    finally:
+        store.close()
 
 
 def test_a_v6_store_migrates_with_its_rows_as_production(

@@ -16,8 +16,8 @@ Where each signal comes from:
   after it closes, so windowing by trace time would silently drop every verdict the judge worker delivered later.
 
 Production traffic only, unless built with another `ragmon.sinks.traffic.Traffic`: an eval run's spans, minutes and
-scores (found through its payloads) are neither a baseline nor an alert — a dataset replayed against the app, or a
-candidate model tried on it, must not fire a drift alert, nor move the baseline production is compared with.
+scores (by the score's own eval run, schema v9) are neither a baseline nor an alert — a dataset replayed against the
+app, or a candidate model tried on it, must not fire a drift alert, nor move the baseline production is compared with.
 
 Stage "" (the request as a whole) is the root span, stored with stage 'request'. Float32 columns (scores, gaps,
 norms) come back as the float32 values stored.

@@ -52,6 +52,8 @@ def evaluation_attributes(row: Mapping[str, Any], *, faithfulness_threshold: flo
     out[attr.RAGMON_JUDGE_MODEL] = str(row.get("judge_model") or "")
     out[attr.RAGMON_TENANT] = str(row.get("tenant") or "")
     out[attr.RAGMON_FEATURE] = str(row.get("feature") or "")
+    if row.get("eval_run"):  # a `ragmon eval run`'s trace: as its spans say, so a backend keeps it apart too
+        out[attr.RAGMON_EVAL_RUN] = str(row["eval_run"])
     out[attr.GEN_AI_USAGE_INPUT_TOKENS] = int(row.get("input_tokens") or 0)
     out[attr.GEN_AI_USAGE_OUTPUT_TOKENS] = int(row.get("output_tokens") or 0)
     if row.get("cost_usd") is not None:

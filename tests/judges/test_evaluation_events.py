@@ -62,6 +62,12 @@ def test_a_score_is_an_event_named_in_the_event_name_field_parented_to_the_evalu
     assert attrs["gen_ai.evaluation.explanation"] == "2 of 4 claims supported"
     assert attrs["ragmon.judge.version"] == "local:lexical-v5" and attrs["ragmon.tenant"] == "acme"
     assert "error.type" not in attrs
+    assert "ragmon.eval.run" not in attrs  # production traffic: no run to name
+
+
+def test_a_score_of_an_eval_runs_trace_names_the_run_as_its_spans_do() -> None:
+    attrs = dict(evaluation_event(_row(eval_run="nightly")).attributes or {})
+    assert attrs["ragmon.eval.run"] == "nightly"
 
 
 def test_labels_follow_the_threshold_and_only_faithfulness_has_one() -> None:

@@ -89,9 +89,9 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
 
 
 # The smallest limit the embedded agent was measured to keep under saturation (benchmarks/ingest.py
-# --memory-limits, engine capped: 1 GiB peaked at 86 % of it, 1.5 GiB at 75 %; 768 MiB at 113 %, and still at 107 %
-# with half the batch size and the engine capped at 192 MiB (throughput x0.31): the engine's library and Python
-# alone are ~550 MB, and the engine's tracker does not see all it holds).
+# --memory-limits, engine capped, 2 rounds: 1 GiB peaked at 90 % of it, 1.5 GiB at 74 %, 2 GiB at 65 %; 768 MiB at
+# 103 % (113 % in a busy sitting), and still at 107 % with half the batch size and the engine capped at 192 MiB
+# (throughput x0.31): the engine's library and Python alone are ~550 MB, and its tracker does not see all it holds).
 EMBEDDED_KEPT_FROM = 1024 * MiB
 
 
@@ -103,7 +103,7 @@ def limit_warning(agent: AgentSettings) -> str | None:
     return (
         f"memory_limit {format_size(limit)} is below what the embedded store is measured to keep under saturation "
         f"({format_size(EMBEDDED_KEPT_FROM)}: ~550 MB is the engine's library and Python before any work; at 768 MiB "
-        "the agent peaked at 871 MiB): give it 1 GiB, or use a ClickHouse server store (--clickhouse-url)"
+        "the agent peaked at 793-871 MiB): give it 1 GiB, or use a ClickHouse server store (--clickhouse-url)"
     )
 
 

@@ -41,6 +41,8 @@ FROM (
         countIf(s.status = 'error') AS error_count,
         countIf({_ROOT}) > 0 AS root_seen,
         if(root_seen, anyIf(s.duration_ms, {_ROOT}), NULL) AS root_duration_ms,
+        -- the span a kept trace's evaluation events are parented to (judges/evaluation_events.py)
+        if(root_seen, anyIf(s.span_id, {_ROOT}), '') AS root_span_id,
         {_stage_max_ms()} AS stage_max_ms,
         min(s.top1_score) AS min_top1_score,
         min(s.similarity_gap) AS min_similarity_gap,
@@ -90,18 +92,6 @@ PAYLOAD_INSERT_COLUMNS = (
     "sampling_reasons",
     "inclusion_probability",
 )
-
-
-def root_span_ids_sql(ddl: Ddl) -> str:
-    """Params: trace_ids (a JSON array of strings), min_seq (UInt64, as for `copy_payloads_sql`). Each of those
-    traces' root span id, by (tenant, trace_id): the span the judges' scores are about (their evaluation events are
-    parented to it). A trace whose root was never stored gets ''."""
-    return f"""
-SELECT tenant, trace_id, anyIf(span_id, {_ROOT}) AS root_span_id
-FROM {ddl.table("spans")}
-WHERE ingest_seq >= {{min_seq:UInt64}}
-    AND trace_id IN (SELECT arrayJoin(JSONExtract({{trace_ids:String}}, 'Array(String)')))
-GROUP BY tenant, trace_id"""
 
 
 def copy_payloads_sql(ddl: Ddl) -> str:

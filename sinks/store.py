@@ -52,7 +52,6 @@ from ragmon.sinks.sampler_sql import (
     payloads_for_judging_sql,
     recent_p95_sql,
     recent_request_durations_sql,
-    root_span_ids_sql,
     trace_fragments_sql,
     unjudged_payloads_sql,
 )
@@ -426,17 +425,6 @@ class Store:
         }
         params = {"seq_from": int(seq_from), "seq_to": int(seq_to), "context_to": context_to or 2**64 - 1}
         self.backend.execute(rollup_sql(self._ddl), params, settings)
-
-    def root_span_ids(self, kept: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
-        """(tenant, trace_id) → root span id of the kept traces (rows as for `copy_payloads`), where stored."""
-        if not kept:
-            return {}
-        params = {
-            "trace_ids": _json(sorted({str(row["trace_id"]) for row in kept})),
-            "min_seq": min(int(row.get("first_ingest_seq") or 0) for row in kept),
-        }
-        rows = to_rows(self.backend.select(root_span_ids_sql(self._ddl), params, readonly=True))
-        return {(str(r["tenant"]), str(r["trace_id"])): str(r["root_span_id"]) for r in rows if r["root_span_id"]}
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> None:
         """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their

@@ -323,18 +323,9 @@ class Agent:
         return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
 
     def _queue_for_judging(self, kept: list[dict[str, Any]]) -> None:
-        """Queue traces whose payload was just copied. With evaluation events on, each item also gets its trace's
-        root span id, the span the events are parented to: one more query per payload copy, which cost 6-7 % agent
-        CPU per span at saturation (benchmarks/ingest.py --against, 3 rounds), so only when events are sent. A
-        lookup that fails costs only the span ids (events then carry the trace id alone), never the queueing."""
-        roots: dict[tuple[str, str], str] = {}
-        if self.settings.judge.events.endpoint:
-            try:
-                roots = self.store.root_span_ids(kept)
-            except Exception as exc:
-                log.warning(
-                    "no root span ids for %d kept traces (their events name the trace only): %s", len(kept), exc
-                )
+        """Queue traces whose payload was just copied, each with its root span id (the sampler's fragment query
+        reads it beside the root's duration, at no extra query): the span its evaluation events are parented to."""
+        roots = {(row["tenant"], row["trace_id"]): row["root_span_id"] for row in kept if row.get("root_span_id")}
         self.judging.enqueue(kept, roots)
 
     def _query(self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int) -> list[dict[str, Any]]:

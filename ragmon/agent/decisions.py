@@ -63,6 +63,7 @@ class DecisionSink:
                         "reasons": list(trace.reasons),
                         "probability": trace.probability,
                         "first_ingest_seq": trace.first_ingest_seq,
+                        "root_span_id": trace.root_span_id,
                     }
                 )
         if len(self._waiting) >= self.copy_batch or self._clock() - self._copied_at >= self.copy_interval_s:

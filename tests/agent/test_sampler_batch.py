@@ -36,6 +36,7 @@ _SCHEMA = pa.schema(
         ("max_norm_deviation", pa.float64()),
         ("content_bytes", pa.uint64()),
         ("eval_run", pa.string()),
+        ("root_span_id", pa.string()),
     ]
 )
 _STAGES = ("embed", "search", "rerank", "generate", "tool")
@@ -59,6 +60,7 @@ def _table(fragments: list[TraceFragment]) -> pa.Table:
         columns["max_norm_deviation"].append(f.max_norm_deviation)
         columns["content_bytes"].append(f.content_bytes)
         columns["eval_run"].append(f.eval_run)
+        columns["root_span_id"].append(f.root_span_id)
     return pa.table(columns, schema=_SCHEMA)
 
 
@@ -83,6 +85,7 @@ def _fragment(rng: random.Random, trace_id: str, *, root: bool, seq: int) -> Tra
         first_ingest_seq=seq,
         # a few traces from an eval run: judged against the production p95, never part of it
         eval_run=rng.choices(["", "nightly"], [85, 15])[0],
+        root_span_id=f"{int(trace_id, 16) % 2**64:016x}" if root else "",
     )
 
 
@@ -134,6 +137,7 @@ def _run(config: SamplerConfig, stream: list[list[TraceFragment]], *, columnar: 
                     t.decided_by,
                     t.first_ingest_seq,
                     t.eval_run,
+                    t.root_span_id,
                 )
             )
 
@@ -187,6 +191,11 @@ def test_columnar_and_per_trace_paths_decide_alike(name: str, seed: int) -> None
     assert 0 < kept < len(expected)  # the stream exercises both outcomes
     assert {d[0][4] for d in expected.values()} >= {"complete", "timeout"}
     assert any(len(d) > 1 and d[1][4] == "late" for d in expected.values())
+    # a decision names the trace's root span (its evaluation events are parented to it) once the root has arrived
+    for trace_id, decisions in expected.items():
+        root_id = f"{int(trace_id, 16) % 2**64:016x}"
+        assert {d[7] for d in decisions} <= {root_id, ""}
+        assert decisions[0][4] != "complete" or decisions[0][7] == root_id
     # an eval run's decisions are counted apart (the kept share /metrics shows is production's), once per trace
     for counts in (per_trace.counts, columnar.counts):
         for traffic, prefix in (("production", ""), ("evaluation", "eval:")):

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from ragmon.sinks import Store, open_store
-from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
@@ -79,7 +78,7 @@ def test_scores_judged_in_the_agent_arrive_as_evaluation_events_matching_the_sto
         assert event.event_name == "gen_ai.evaluation.result"
         assert event.attributes["ragmon.judge.version"] == judge.version
         assert event.attributes["ragmon.tenant"] == "default"
-        # parented to the evaluated trace's root span (the agent looks it up when it queues the trace)
+        # parented to the evaluated trace's root span (the sampler read its id with the trace's summary)
         assert event.span_id == roots[row["trace_id"]]
         if row["status"] == "ok":
             assert event.attributes["gen_ai.evaluation.score.value"] == pytest.approx(row["value"])
@@ -118,24 +117,3 @@ def test_with_the_receiver_down_every_score_is_stored_and_every_event_counted_as
         float(n) for n in re.findall(r'^ragmon_judge_events_dropped_total\{reason="[a-z_]+"\} (\S+)$', metrics, re.M)
     )
     assert dropped == len(trace_ids) * METRICS
-
-
-def test_a_root_span_lookup_that_fails_costs_only_the_span_ids(
-    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def store_down(kept: object) -> dict[tuple[str, str], str]:
-        raise StoreError("the store is down for this query")
-
-    monkeypatch.setattr(store, "root_span_ids", store_down)
-    receiver = GrpcLogsReceiver()
-    bodies, trace_ids = kept_traces(3)
-    agent = _agent(tmp_path, store, {"endpoint": receiver.endpoint, "protocol": "grpc"}).start()
-    try:
-        post(f"http://127.0.0.1:{agent.receivers[0].port}", bodies)
-        got = receiver.wait_for(len(trace_ids) * METRICS, timeout_s=90)
-    finally:
-        agent.stop()
-        receiver.stop()
-    # every kept trace was still queued and judged; its events name the trace alone
-    assert {e.trace_id for e in got} == set(trace_ids)
-    assert {e.span_id for e in got} == {""}

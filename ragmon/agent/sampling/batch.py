@@ -71,6 +71,9 @@ class FragmentColumns:
         self.eval_run: list[str] = (
             pc.fill_null(table.column("eval_run"), "").to_pylist() if "eval_run" in names else [""] * self.size
         )
+        self.root_span_id: list[str] = (
+            pc.fill_null(table.column("root_span_id"), "").to_pylist() if "root_span_id" in names else [""] * self.size
+        )
         self.span_count = _ints(table.column("span_count"))
         self.error_count = _ints(table.column("error_count"))
         self.root_seen = _ints(table.column("root_seen")) != 0
@@ -130,6 +133,7 @@ class FragmentColumns:
             int(self.content_bytes[row]),
             self.first_ingest_seq,
             self.eval_run[row],
+            self.root_span_id[row],
         )
 
 

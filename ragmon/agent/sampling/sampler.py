@@ -67,6 +67,7 @@ class DecidedTrace:
     first_ingest_seq: int = 0
     feature: str = ""
     eval_run: str = ""  # '' = production traffic; else the `ragmon eval run` it belongs to
+    root_span_id: str = ""  # '' when the root never arrived (or for a late fragment's repeat of a decision)
 
 
 # Counter keys of an eval run's decisions start with this: `ragmon eval run` traffic is decided like production's
@@ -307,6 +308,7 @@ class Sampler:
             first_seq,
             trace.feature,
             trace.eval_run,
+            trace.root_span_id,
         )
 
     def _decide_rows(
@@ -326,7 +328,7 @@ class Sampler:
         block.bytes_held -= released
         self.bytes_held -= released
         trace_ids, tenants, in_batch, remember = columns.trace_id, columns.tenant, self._in_batch, self._remember
-        features, eval_runs = columns.text("feature"), columns.eval_run
+        features, eval_runs, root_span_ids = columns.text("feature"), columns.eval_run, columns.root_span_id
         first_seq = columns.first_ingest_seq
         for i, row in enumerate(rows.tolist()):
             trace_id = trace_ids[row]
@@ -345,6 +347,7 @@ class Sampler:
                     first_seq,
                     features[row],
                     eval_runs[row],
+                    root_span_ids[row],
                 )
             )
         runs = [eval_runs[row] for row in rows.tolist()]
@@ -410,5 +413,6 @@ class Sampler:
                 first_seq,
                 fragment.feature,
                 fragment.eval_run,
+                fragment.root_span_id,  # a root that arrived after the decision (a timeout's)
             )
         ]

@@ -32,11 +32,14 @@ class TraceFragment:
     content_bytes: int = 0
     first_ingest_seq: int = 0
     eval_run: str = ""  # the `ragmon eval run` the trace belongs to ('' = production traffic)
+    root_span_id: str = ""  # the root span's id when this fragment holds the root
 
     @classmethod
     def from_columns(cls, columns: Mapping[str, Sequence[Any]], first_ingest_seq: int) -> list[TraceFragment]:
         """From `Store.trace_fragment_columns` (one list per column): no per-row dict on the way."""
+        # optional columns: fragments written by hand may lack them
         eval_runs = columns.get("eval_run") or [""] * len(columns["trace_id"])
+        root_span_ids = columns.get("root_span_id") or [""] * len(columns["trace_id"])
         return [
             cls(
                 tenant,
@@ -54,6 +57,7 @@ class TraceFragment:
                 content_bytes or 0,
                 first_ingest_seq,
                 eval_run or "",
+                root_span_id or "",
             )
             for (
                 tenant,
@@ -70,7 +74,8 @@ class TraceFragment:
                 deviation,
                 content_bytes,
                 eval_run,
-            ) in zip(*(columns[name] for name in FRAGMENT_COLUMNS), eval_runs, strict=True)
+                root_span_id,
+            ) in zip(*(columns[name] for name in FRAGMENT_COLUMNS), eval_runs, root_span_ids, strict=True)
         ]
 
     @classmethod
@@ -93,6 +98,7 @@ class TraceFragment:
             content_bytes=get("content_bytes") or 0,
             first_ingest_seq=get("first_ingest_seq") or 0,
             eval_run=get("eval_run") or "",
+            root_span_id=get("root_span_id") or "",
         )
 
 
@@ -136,6 +142,7 @@ class TraceSummary:
     max_norm_deviation: float | None = None
     bytes_held: int = 0  # captured text waiting in the store for this trace's decision
     eval_run: str = ""  # '' = production; else the `ragmon eval run` (its requests do not set the request p95)
+    root_span_id: str = ""  # once the root is seen
 
     @classmethod
     def start(cls, fragment: TraceFragment, now_s: float) -> TraceSummary:
@@ -160,6 +167,7 @@ class TraceSummary:
             fragment.max_norm_deviation,
             fragment.content_bytes,
             fragment.eval_run,
+            fragment.root_span_id if fragment.root_seen else "",
         )
 
     def merge(self, fragment: TraceFragment) -> None:
@@ -174,6 +182,7 @@ class TraceSummary:
         if fragment.root_seen:
             self.root_seen = True
             self.root_duration_ms = fragment.root_duration_ms
+            self.root_span_id = fragment.root_span_id
         for stage, duration_ms in fragment.stage_max_ms.items():
             if duration_ms > self.stage_max_ms.get(stage, float("-inf")):
                 self.stage_max_ms[stage] = duration_ms

@@ -32,7 +32,7 @@ from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ports import check_ports_free
 from ragmon.agent.reviewers import ReadKeys, ReviewerKeys
 from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
-from ragmon.agent.sampling.sampler import EVAL_PREFIX
+from ragmon.agent.sampling.sampler import decision_counts
 from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
@@ -345,20 +345,12 @@ class Agent:
                 log.warning("could not refresh recent p95 figures: %s", exc)
         return self._p95.get((feature, stage))
 
-    def _kept_by_reason(self, traffic: str = "") -> tuple[Counter[str], int]:
+    def _kept_by_reason(self, *, evaluation: bool = False) -> tuple[Counter[str], int]:
         """Kept traces by first reason, and every trace decided, since start (the sampler's own counts), of
-        production (`traffic` '') or of eval runs (`EVAL_PREFIX`)."""
-        kept: Counter[str] = Counter()
-        decided = 0
-        for key, n in self.sampler.counts.items():
-            if not key.startswith(traffic) or (not traffic and key.startswith(EVAL_PREFIX)):
-                continue
-            kind, _, reason = key[len(traffic) :].partition(":")
-            if kind == "kept":
-                kept[reason] += n
-            elif kind == "decided":
-                decided += n
-        return kept, decided
+        production or of the eval runs."""
+        counts = decision_counts(self.sampler.counts, evaluation=evaluation)
+        kept = Counter({key.removeprefix("kept:"): n for key, n in counts.items() if key.startswith("kept:")})
+        return kept, sum(n for key, n in counts.items() if key.startswith("decided:"))
 
     # -- /metrics --------------------------------------------------------------------------------------------
     def render_prometheus(self) -> str:
@@ -427,8 +419,8 @@ class Agent:
         )
         kept_samples: list[tuple[str, float]] = []
         share_samples: list[tuple[str, float]] = []
-        for traffic, prefix in (("production", ""), ("evaluation", EVAL_PREFIX)):
-            kept, decided = self._kept_by_reason(prefix)
+        for traffic in ("production", "evaluation"):
+            kept, decided = self._kept_by_reason(evaluation=traffic == "evaluation")
             for reason, n in sorted(kept.items()):
                 labels = f'{{reason="{reason}",traffic="{traffic}"}}'
                 kept_samples.append((labels, n))

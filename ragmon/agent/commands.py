@@ -171,14 +171,11 @@ def chosen_traffic(*, eval_run: str | None = None, evaluation: bool = False) -> 
 def format_sampler_counts(counts: Mapping[str, int], *, evaluation: bool = False) -> str:
     """A sampler's own decision counts (`Sampler.counts`: `kept:<reason>`, `decided:skip|drop`; an eval run's under
     `eval:`) as the kept share `ragmon report` prints: production's, or with `evaluation` the eval runs'."""
-    from ragmon.agent.sampling.sampler import EVAL_PREFIX
+    from ragmon.agent.sampling.sampler import decision_counts
     from ragmon.sinks.kept_share import format_kept_share, summarise
 
     rows = []
-    for prefixed, n in counts.items():
-        if evaluation != prefixed.startswith(EVAL_PREFIX):
-            continue
-        key = prefixed.removeprefix(EVAL_PREFIX)
+    for key, n in decision_counts(counts, evaluation=evaluation).items():
         if key.startswith("kept:"):
             rows.append({"feature": "", "outcome": "keep", "reason": key.split(":", 1)[1], "traces": n})
         elif key in ("decided:skip", "decided:drop"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +78,19 @@ EVAL_PREFIX = "eval:"
 def kept_key(reasons: tuple[str, ...], eval_run: str = "") -> str:
     """The counter key of a kept trace: its first reason, so kept shares by reason add up to the kept share."""
     return (EVAL_PREFIX if eval_run else "") + "kept:" + (reasons[0] if reasons else "")
+
+
+def decision_counts(counts: Mapping[str, int], *, evaluation: bool = False) -> Counter[str]:
+    """One traffic's decision counts (`kept:<reason>`, `decided:<decision>`), without the eval prefix: production's,
+    or with `evaluation` the eval runs'."""
+    prefix = EVAL_PREFIX if evaluation else ""
+    return Counter(
+        {
+            key[len(prefix) :]: n
+            for key, n in counts.items()
+            if key.startswith(prefix + "kept:") or key.startswith(prefix + "decided:")
+        }
+    )
 
 
 @dataclass(slots=True, eq=False)

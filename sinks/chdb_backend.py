@@ -115,20 +115,17 @@ class ChdbBackend:
 
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         columns = ", ".join(f"`{name}`" for name in data.column_names)
-        self._send(f"INSERT INTO {table} ({columns}){settings_clause(settings)}", "ArrowStream", to_ipc_stream(data))
+        self._send(f"INSERT INTO {table} ({columns})", "ArrowStream", to_ipc_stream(data), settings)
         return int(data.num_rows)
 
     def insert_raw(self, table: str, fmt: str, data: bytes, settings: Settings | None = None) -> None:
-        self._send(f"INSERT INTO {table}{settings_clause(settings)}", fmt, data)
+        self._send(f"INSERT INTO {table}", fmt, data, settings)
 
-    def _send(self, statement: str, fmt: str, payload: bytes) -> None:
-        """`statement` (an `INSERT INTO t [(columns)] [SETTINGS …]`) fed `payload` in format `fmt`, through a file."""
+    def _send(self, into: str, fmt: str, payload: bytes, settings: Settings | None) -> None:
+        """`into` (an `INSERT INTO t [(columns)]`) fed `payload` in format `fmt`, through a file."""
         self._check_open()
         path = self._inserts / f"{os.getpid()}-{next(self._insert_numbers)}.{fmt.lower()}"
-        into, _, settings = statement.partition(" SETTINGS ")
-        sql = f"{into} SELECT * FROM file({quote_string(str(path))}, {fmt})" + (
-            f" SETTINGS {settings}" if settings else ""
-        )
+        sql = f"{into} SELECT * FROM file({quote_string(str(path))}, {fmt}){settings_clause(settings)}"
         writer = self._writers.get()
         try:
             path.write_bytes(payload)

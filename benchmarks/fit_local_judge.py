@@ -169,7 +169,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import hashlib
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -233,6 +232,7 @@ class Featurised:
         names = FEATURE_SETS[judge.support_model.feature_set]
         self.names = tuple(n for n in names if not any(fnmatch.fnmatchcase(n, pattern) for pattern in drop))
         self.ids = [r.id for r in rows]
+        self.groups = [r.split_key for r in rows]  # folds follow a row's group: no document on both sides
         self.labels = np.array([r.faithful for r in rows], dtype=float)
         self.kinds = [r.dataset for r in rows]
         self.baseline = [overlap_baseline(r.sample.answer, r.sample.passages) for r in rows]
@@ -327,10 +327,11 @@ def answer_scores(
     return out
 
 
-def _fold(row_id: str, folds: int, seed: int = 0) -> int:
-    """The row's fold under one of several fixed assignments (seed 0 is the one v2's design log used)."""
+def _fold(key: str, folds: int, seed: int = 0) -> int:
+    """The fold of a row's split key (its group, else its id) under one of several fixed assignments (seed 0 is the
+    one v2's design log used)."""
     salt = "fold:" if seed == 0 else f"fold{seed}:"
-    return int(hashlib.sha256((salt + row_id).encode()).hexdigest()[:8], 16) % folds
+    return int(hashlib.sha256((salt + key).encode()).hexdigest()[:8], 16) % folds
 
 
 def kappa_by_kind(data: Featurised, idx: Sequence[int], scores: Sequence[float], t: float) -> dict[str, float]:
@@ -379,8 +380,8 @@ def transfer(
                 continue  # the pooled folds score every kind at once
             for seed in range(seeds):
                 for k in range(folds):
-                    train = [i for i in rows if _fold(data.ids[i], folds, seed) != k]
-                    test = [i for i in rows if _fold(data.ids[i], folds, seed) == k]
+                    train = [i for i in rows if _fold(data.groups[i], folds, seed) != k]
+                    test = [i for i in rows if _fold(data.groups[i], folds, seed) == k]
                     for got_kind, pair in judge_and_baseline(data, train, test, l2, temperature).items():
                         sums.setdefault(got_kind, []).append(pair)
         out[regime] = {
@@ -403,16 +404,9 @@ def format_transfer(table: dict[str, dict[str, tuple[float, float]]], label: str
     return "\n".join(lines)
 
 
-def _subsets(path: str, rows: Sequence[LabelledRow]) -> list[str]:
-    """Each row's `subset` field (ragmon.judges.calibration.LabelledRow does not carry it: only this table needs it)."""
-    with Path(path).open(encoding="utf-8") as handle:
-        by_id = {str(raw["id"]): str(raw.get("subset") or "") for raw in map(json.loads, filter(str.strip, handle))}
-    return [by_id[r.id] for r in rows]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file")
+    parser.add_argument("files", nargs="+", metavar="file", help="labelled JSONL files, read as one set")
     parser.add_argument("--features", choices=sorted(FEATURE_SETS), default="lexical")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--fold-seeds", type=int, default=1, help="repeat the k-fold with this many fold assignments")
@@ -445,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-constants", action="store_true")
     args = parser.parse_args(argv)
 
-    rows = [r for r in load_rows(args.file) if not is_heldout(r.id)]  # the held-out rows are never read further
+    # the held-out rows are never read further
+    rows = [r for file in args.files for r in load_rows(file) if not is_heldout(r.split_key)]
     loaded = load_minilm() if args.features == "minilm" else None
     stored = StoredEmbedder(loaded[0], args.embedding_cache) if loaded and args.embedding_cache else None
     if args.features == "minilm" and loaded is None:
@@ -456,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     data = Featurised(rows, judge, [d for d in args.drop.split(",") if d])
     data.uses_cap = not args.no_contradiction_cap
     if args.kind_key == "subset":
-        data.kinds = [f"{kind}/{subset}" for kind, subset in zip(data.kinds, _subsets(args.file, rows), strict=True)]
+        data.kinds = [f"{r.dataset}/{r.subset}" for r in rows]
     if stored is not None:
         stored.save()
     l2 = L2[args.features] if args.l2 is None else args.l2

@@ -12,6 +12,7 @@ is not, which makes "beats the baseline" a fair claim.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -34,16 +35,26 @@ class LabelledRow:
     sample: RagSample
     faithful: bool
     task: str = ""  # dev.jsonl's `task` (grounded_dialogue, qa, …): what kind of text the answer is
+    subset: str = ""  # the source within the dataset (BEGIN's wow / cmu / tc, a SummEdits domain)
+    # Rows made from one source document share a group (a summary and its edits): the split follows it, so no
+    # document is on both sides. Without one, a row is its own group.
+    group: str = ""
+
+    @property
+    def split_key(self) -> str:
+        return self.group or self.id
 
 
-def is_heldout(row_id: str) -> bool:
-    return int(hashlib.sha256(row_id.encode()).hexdigest()[:8], 16) % 10 >= 10 - HELDOUT_BUCKETS
+def is_heldout(key: str) -> bool:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 10 >= 10 - HELDOUT_BUCKETS
 
 
 def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
-    """Rows with a boolean `label.faithful` (null ones are skipped), optionally one part of the split."""
+    """Rows with a boolean `label.faithful` (null ones are skipped), optionally one part of the split; a path
+    ending in .gz is read through gzip."""
     rows = []
-    with Path(path).open(encoding="utf-8") as handle:
+    path = Path(path)
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8") as handle:
         for line in handle:
             if not line.strip():
                 continue
@@ -51,8 +62,8 @@ def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
             faithful = (raw.get("label") or {}).get("faithful")
             if not isinstance(faithful, bool):
                 continue
-            row_id = str(raw["id"])
-            if split != "all" and is_heldout(row_id) != (split == "heldout"):
+            row_id, group = str(raw["id"]), str(raw.get("group") or "")
+            if split != "all" and is_heldout(group or row_id) != (split == "heldout"):
                 continue
             context = raw.get("context") or []
             sample = RagSample(
@@ -61,7 +72,8 @@ def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
                 passages=[context] if isinstance(context, str) else [str(c) for c in context],
             )
             dataset = str(raw.get("dataset") or "unknown")
-            rows.append(LabelledRow(row_id, dataset, sample, faithful, str(raw.get("task") or "")))
+            task, subset = str(raw.get("task") or ""), str(raw.get("subset") or "")
+            rows.append(LabelledRow(row_id, dataset, sample, faithful, task, subset, group))
     return rows
 
 
@@ -145,7 +157,7 @@ async def calibrate(
     # An unscored row (empty answer, no passages, judge error) is predicted "not faithful" and counted: dropping
     # it would flatter the judge.
     scores = [v if v is not None else float("-inf") for v in values]
-    fitting = [i for i, r in enumerate(rows) if not is_heldout(r.id)]
+    fitting = [i for i, r in enumerate(rows) if not is_heldout(r.split_key)]
     if fit:
         chosen = fit_threshold([scores[i] for i in fitting], [rows[i].faithful for i in fitting]) if fitting else 0.5
     else:
@@ -153,7 +165,7 @@ async def calibrate(
     baseline_scores = [overlap_baseline(r.sample.answer, r.sample.passages) for r in rows]
     base_fit = fitting or list(range(len(rows)))
     baseline_t = fit_threshold([baseline_scores[i] for i in base_fit], [rows[i].faithful for i in base_fit])
-    report_idx = [i for i, r in enumerate(rows) if split == "all" or is_heldout(r.id) == (split == "heldout")]
+    report_idx = [i for i, r in enumerate(rows) if split == "all" or is_heldout(r.split_key) == (split == "heldout")]
     picked = [rows[i] for i in report_idx]
     out = _report(picked, [scores[i] >= chosen for i in report_idx], chosen)
     out["judge"] = judge.version

@@ -14,7 +14,11 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
     from ragmon.agent.commands import _store_options, parse_duration_s
 
     parser.add_argument(
-        "file", nargs="?", help="JSONL rows: id, dataset, question, context, answer, label.faithful (or --from-store)"
+        "files",
+        nargs="*",
+        metavar="file",
+        help="JSONL rows (.gz read as such): id, dataset, question, context, answer, label.faithful; several files"
+        " are read as one set (or --from-store)",
     )
     parser.add_argument(
         "--from-store",
@@ -49,7 +53,7 @@ def calibrate(args: argparse.Namespace) -> int:
 
     if args.from_store:
         return calibrate_from_store(args)
-    if args.file is None:
+    if not args.files:
         print("ragmon calibrate: give a labelled JSONL file, or --from-store", file=sys.stderr)
         return 2
 
@@ -58,15 +62,17 @@ def calibrate(args: argparse.Namespace) -> int:
     from ragmon.judges.registry import make_judge
     from ragmon.settings import load_settings
 
-    try:
-        rows = load_rows(args.file)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"ragmon calibrate: cannot read {args.file}: {exc}", file=sys.stderr)
-        return 2
+    rows = []
+    for file in args.files:
+        try:
+            rows += load_rows(file)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"ragmon calibrate: cannot read {file}: {exc}", file=sys.stderr)
+            return 2
     if args.limit is not None:
         rows = rows[: args.limit]
     if not rows:
-        print(f"ragmon calibrate: no labelled rows in {args.file}", file=sys.stderr)
+        print(f"ragmon calibrate: no labelled rows in {', '.join(args.files)}", file=sys.stderr)
         return 2
     try:
         judge = make_judge(args.judge, load_settings().judge)
@@ -91,7 +97,7 @@ def calibrate_from_store(args: argparse.Namespace) -> int:
     from ragmon.agent.commands import CommandError, _read
     from ragmon.judges.label_agreement import agreement_by_version, format_agreement
 
-    if args.file is not None:
+    if args.files:
         print("ragmon calibrate: --from-store reads the store, not a file: give one or the other", file=sys.stderr)
         return 2
     try:

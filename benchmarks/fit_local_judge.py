@@ -182,6 +182,16 @@ third kind. `fit_local_judge.py ../shared/data/faithfulness/dev.jsonl data/faith
     are models fitted with summaries), and with each kind weighed the same (`--balance-kinds`) 0.724, or 0.720 with
     the thresholds fitted on dialogue and QA only (`--threshold-kinds begin,halueval_qa`), for SummEdits 0.065 /
     0.054. Not kept: v6 stays fitted on dialogue and QA, and summaries stay a kind it was not fitted on.
+
+v6.1 (2026-12-03): v6's weights; a claim that copies its closest sentence with a negation put between two words the
+sentence has side by side ("was not completed" / "was completed"; alignment.negated_copy) is contradicted: its
+support, and its answer's probability, at most local_model.NEGATED_COPY_SUPPORT (0.1). v6 scored such claims
+0.66–0.76. A rule, since the fitting split has one such claim (an unfaithful HaluEval answer, already judged so);
+probes of looser rules on the fitting split: any negation mismatch with a closest sentence holding ≥ 80 % of the
+claim's stems flags 13 BEGIN answers one way (12 unfaithful) and 26 the other (16 faithful: "not only", a reply's
+"no"), too loose to cap on. `ragmon calibrate --split fit` / `heldout`: every dev figure as v6's; SummEdits held-out
+−0.022 → −0.019. The wrong-number rule widened to a claim whose closest sentence states no number but whose closest
+two-sentence window does (probe): 3 fitting-split answers, all unfaithful QA already judged so — not built.
 """
 
 from __future__ import annotations
@@ -201,9 +211,10 @@ from ragmon.judges import text
 from ragmon.judges.calibration import LabelledRow, agreement, fit_threshold, is_heldout, load_rows
 from ragmon.judges.lexical import overlap_baseline
 from ragmon.judges.local_judge import LocalJudge, SentenceEmbedder, load_minilm
-from ragmon.judges.local_model import MODELS, answer_probability, wrong_number
+from ragmon.judges.local_model import MODELS, answer_probability
 from ragmon.judges.support_features import FEATURE_SETS
 
+CAP_FEATURES = ("number_conflict", "number_mismatch", "negated_copy")  # what local_model.claim_cap reads
 # Penalty on standardised weights (per answer-mean loss × n), per feature set: chosen by k-fold kappa on the fitting
 # split (design log).
 L2 = {"lexical": 3.0, "minilm": 6.0}
@@ -258,7 +269,8 @@ class Featurised:
         self.baseline = [overlap_baseline(r.sample.answer, r.sample.passages) for r in rows]
         self.fixed: list[float | None] = []
         self.claims: list[np.ndarray] = []
-        self.wrong_numbers: list[list[bool]] = []  # per claim: caps its answer's probability (local_model.wrong_number)
+        # per claim, the features its cap reads (local_model.claim_cap: a wrong number, a negated copy)
+        self.cap_features: list[list[dict[str, float]]] = []
         self.uses_cap = True  # --no-contradiction-cap measures the rule without it
         self.balance_kinds = False  # --balance-kinds: each kind weighs the same in the fit
         self.threshold_kinds: set[str] = set()  # --threshold-kinds: the kinds thresholds are fitted on (default all)
@@ -269,11 +281,11 @@ class Featurised:
             if claims is None:
                 self.fixed.append(1.0 if answer and row.sample.passages else float("-inf"))
                 self.claims.append(np.zeros((0, len(self.names))))
-                self.wrong_numbers.append([])
+                self.cap_features.append([])
                 continue
             features = judge.claim_feature_rows(claims, row.sample.passages, answer, row.sample.question)
             self.fixed.append(None)
-            self.wrong_numbers.append([wrong_number(f) for f in features])
+            self.cap_features.append([{k: f[k] for k in CAP_FEATURES} for f in features])
             self.claims.append(np.array([[f[n] for n in self.names] for f in features], dtype=float))
 
 
@@ -351,7 +363,7 @@ def answer_scores(
             out.append(fixed)
             continue
         z = [float(v) for v in data.claims[i] @ w + b]
-        out.append(answer_probability(z, temperature, data.wrong_numbers[i] if data.uses_cap else ()))
+        out.append(answer_probability(z, temperature, data.cap_features[i] if data.uses_cap else ()))
     return out
 
 

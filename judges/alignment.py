@@ -17,6 +17,9 @@ instead of the passage. Each feature here is a cue measured by k-fold on the fit
   ("… was directed by Stephen Spielberg") keeps high overlap from the question's words; a dialogue reply that
   paraphrases the passage keeps its new words in the passage. 1.0 when the claim adds nothing to the question;
 - whether the claim opens like a chat reply ("yes", "oh", "well", "I", "that");
+- v6.1: whether the claim copies its closest sentence with a negation put into it ("was not completed" where the
+  sentence says "was completed"): the passage states the opposite. Not weighed — one claim of the fitting split has
+  it — but a rule (judges/local_model.negated_copy);
 - the whole answer's novel-word share and best-sentence coverage (a claim of an answer that strays is suspect).
 """
 
@@ -42,6 +45,7 @@ ALIGNMENT_FEATURES = (
     "answer_novel_share",
     "answer_sentence_coverage",
     "new_word_coverage",
+    "negated_copy",
 )
 # First words of a chat reply rather than of a statement taken from a passage (measured as one cue; "I" and "that"
 # open most dialogue replies in BEGIN: "that is great!", "I think …").
@@ -112,6 +116,38 @@ def common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
     return previous[-1]
 
 
+# Contractions whose base is not the word before "n't".
+_CONTRACTION_BASES = {"can't": "can", "won't": "will", "shan't": "shall", "ain't": "is"}
+NEGATED_COPY_COVERAGE = 0.8  # the claim's content stems its closest sentence must hold to count as a copy of it
+
+
+def negated_copy(claim_tokens: Sequence[str], sentence: Sentence) -> bool:
+    """A negation put between two words that stand side by side in a sentence with no negation of its own ("was
+    not completed", "wasn't completed", "is not 330" against "was completed", "is 330"): the claim copies the
+    sentence and says the opposite. A negation that opens the claim ("No, it was completed") is a reply's, not the
+    statement's, and is not counted."""
+    if text.has_negation(sentence.text):
+        return False
+    pairs = set(itertools.pairwise(sentence.words))
+    for i, token in enumerate(claim_tokens[1:-1], start=1):
+        if token in text.NEGATIONS:
+            before = claim_tokens[i - 1]
+        elif token.endswith("n't"):
+            before = _CONTRACTION_BASES.get(token, token.removesuffix("n't"))
+        else:
+            continue
+        if (text.stem(before), text.stem(claim_tokens[i + 1])) in pairs:
+            return True
+    return False
+
+
+def _copies(stems: set[str], sentence: Sentence) -> bool:
+    """The sentence holds NEGATED_COPY_COVERAGE of the claim's content stems, a negated contraction ("isn't", a
+    content token to text.content_tokens) not counted."""
+    plain = {s for s in stems if not s.endswith("n't")}
+    return bool(plain) and len(plain & sentence.stems) >= NEGATED_COPY_COVERAGE * len(plain)
+
+
 def order_swaps(claim_content: Sequence[str], sentence: Sentence) -> float:
     """Share of the claim's adjacent content stems (both in the sentence) that the sentence has the other way round."""
     first_position: dict[str, int] = {}
@@ -169,6 +205,7 @@ def alignment_features(claim: str, index: SentenceIndex, question: str, answer: 
             length_ratio=0.0,
             aligned_share=0.0,
             order_swaps=0.0,
+            negated_copy=0.0,
         )
         return row
     pairs = set(itertools.pairwise(content))
@@ -185,5 +222,6 @@ def alignment_features(claim: str, index: SentenceIndex, question: str, answer: 
         length_ratio=len(words) / (1 + len(best.words)),
         aligned_share=max(common_subsequence(words, s.words) for s in closest) / max(len(words), 1),
         order_swaps=order_swaps(content, best),
+        negated_copy=1.0 if _copies(stems, best) and negated_copy(raw, best) else 0.0,
     )
     return row

@@ -1,15 +1,16 @@
 """The local judge: no network, no model download. Weaker than an LLM judge, and says so in its version.
 
-Faithfulness: the answer (citation markers stripped) is split into claims by sentences and clauses; each claim
-gets a support logit from a logistic model (judges/local_model.py) over named features
-(judges/support_features.py). A claim is supported when its support, sigmoid(logit), is at or above the model's
-threshold, contradicted when it states a wrong number (one no passage states, where its closest passage sentence
-states another) or matches a passage sentence closely but disagrees on a negation or a number, unsupported
-otherwise. The score is graded: the probability that the answer is faithful, sigmoid of a soft minimum of its
-claims' logits (v4 on; fitted on answer labels, so it is a calibrated probability on the fitting data, and one
-threshold — the model's — serves every kind), capped at the support of a claim with a wrong number (v6). A soft
-minimum rather than "every claim supported": one weak clause of a long, compressed or paraphrased answer lowers the
-score instead of failing the answer outright; a wrong number is not weak but wrong. Two feature sets: "lexical"
+Faithfulness: the answer (citation markers stripped) is split into claims by sentences and clauses; each claim gets
+a support logit from a logistic model (judges/local_model.py) over named features (judges/support_features.py). A
+claim is supported when its support, sigmoid(logit), is at or above the model's threshold, contradicted when it
+states a wrong number (one no passage states, where its closest passage sentence states another), copies a passage
+sentence with a negation put into it (v6.1: "was not completed" against "was completed"; its support is then at most
+0.1), or matches a passage sentence closely but disagrees on a negation or a number, unsupported otherwise. The
+score is graded: the probability that the answer is faithful, sigmoid of a soft minimum of its claims' logits (v4
+on; fitted on answer labels, so it is a calibrated probability on the fitting data, and one threshold — the model's
+— serves every kind), capped at the support of a contradicted claim (a wrong number, v6; a negated copy, v6.1). A
+soft minimum rather than "every claim supported": one weak clause of a long, compressed or paraphrased answer lowers
+the score instead of failing the answer outright; a wrong number is not weak but wrong. Two feature sets: "lexical"
 (v6 keeps the features that hold from QA to dialogue) and "minilm" (the same plus MiniLM claim-to-sentence
 similarity). Faithfulness uses "lexical" unless asked for "minilm" (`support_features`): refitted in v6, the MiniLM
 set is behind the lexical one in every cell of the transfer table and on the held-out rows (design log in
@@ -34,9 +35,8 @@ from ragmon.judges.local_model import (
     FITTED_TASKS,
     MODELS,
     SupportModel,
+    claim_support,
     contradicts,
-    sigmoid,
-    wrong_number,
 )
 from ragmon.judges.metrics import (
     AnswerRelevance,
@@ -199,7 +199,7 @@ class LocalJudge:
         logits = [self.support_model.logit(features) for features in rows]
         out = []
         for claim, features, z in zip(claims, rows, logits, strict=True):
-            p = sigmoid(z)
+            p = claim_support(features, z)
             if p >= self.claim_threshold:
                 verdict, reason = Verdict.SUPPORTED, f"support {p:.2f}"
             elif contradicts(features):
@@ -209,7 +209,7 @@ class LocalJudge:
             else:
                 verdict, reason = Verdict.UNSUPPORTED, f"support {p:.2f}"
             out.append(ClaimVerdict(claim=claim, verdict=verdict, reason=reason, support=round(p, 4)))
-        return out, self.support_model.answer_probability(logits, [wrong_number(features) for features in rows])
+        return out, self.support_model.answer_probability(logits, rows)
 
     def faithfulness(self, sample: RagSample) -> MetricResult:
         version = f"local-faithfulness-{self.support_model.version}"

@@ -16,9 +16,18 @@ import numpy as np
 import pytest
 import ragmon.judges.local_judge
 from ragmon.judges import text
+from ragmon.judges.alignment import SentenceIndex, negated_copy
 from ragmon.judges.calibration import LabelledRow, is_heldout, kinds_not_fitted_on, load_rows
 from ragmon.judges.local_judge import LocalJudge
-from ragmon.judges.local_model import FITTED_TASKS, MODELS, answer_probability, sigmoid, soft_min
+from ragmon.judges.local_model import (
+    FITTED_TASKS,
+    MODELS,
+    NEGATED_COPY_SUPPORT,
+    answer_probability,
+    claim_support,
+    sigmoid,
+    soft_min,
+)
 from ragmon.judges.types import RagSample, Verdict
 
 from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
@@ -147,13 +156,55 @@ async def test_a_paraphrase_is_supported_and_an_invented_number_is_not() -> None
     assert value < judge.faithfulness_threshold
 
 
-def test_a_wrong_number_caps_the_answer_at_its_claim() -> None:
+def test_a_contradicted_claim_caps_the_answer() -> None:
     logits = [3.0, 3.0, -1.0]
     soft = sigmoid(soft_min(logits, 3.0))
     assert soft > 0.5  # one weak clause of three: the soft minimum alone passes the answer
+    plain = {"number_conflict": 0.0, "number_mismatch": 0.0, "negated_copy": 0.0}
+    wrong = {**plain, "number_conflict": 1.0, "number_mismatch": 1.0}
+    negated = {**plain, "negated_copy": 1.0}
     assert answer_probability(logits, 3.0) == pytest.approx(soft)
-    assert answer_probability(logits, 3.0, [False, False, True]) == pytest.approx(sigmoid(-1.0))
-    assert answer_probability(logits, 3.0, [True, False, False]) == pytest.approx(soft)  # a cap above: no change
+    assert answer_probability(logits, 3.0, [plain, plain, plain]) == pytest.approx(soft)
+    # a wrong number caps the answer at its claim's own support …
+    assert answer_probability(logits, 3.0, [plain, plain, wrong]) == pytest.approx(sigmoid(-1.0))
+    assert answer_probability(logits, 3.0, [wrong, plain, plain]) == pytest.approx(soft)  # a cap above: no change
+    # … and a negated copy, however well it is otherwise supported (it is a copy), at NEGATED_COPY_SUPPORT
+    assert answer_probability(logits, 3.0, [negated, plain, plain]) == pytest.approx(NEGATED_COPY_SUPPORT)
+    assert claim_support(negated, 3.0) == NEGATED_COPY_SUPPORT and claim_support(plain, 3.0) == sigmoid(3.0)
+
+
+async def test_a_negation_put_into_a_copied_sentence_is_contradicted() -> None:
+    """v6.1. "was not completed" copies "was completed" and says the opposite; v6 scored such answers 0.66–0.76, as
+    the copies they are. A reply's opening "No," and a negation the passage itself has are not that."""
+    judge = LocalJudge(use_minilm=False)
+
+    async def judged(answer: str) -> tuple[float, list[Verdict]]:
+        sample = RagSample(question="When was the Eiffel Tower completed?", answer=answer, passages=PASSAGES)
+        result = await judge.score("faithfulness", sample)
+        assert result.value is not None
+        return result.value, [c.verdict for c in result.claims]
+
+    for negated in (
+        "The Eiffel Tower was not completed in 1889.",
+        "The Eiffel Tower wasn't completed in 1889.",
+        "The Eiffel Tower was never completed.",
+        "It is not 330 metres tall.",
+    ):
+        value, verdicts = await judged(negated)
+        assert value <= NEGATED_COPY_SUPPORT and verdicts == [Verdict.CONTRADICTED], negated
+    value, verdicts = await judged("The Eiffel Tower was completed in 1889. It isn't 330 metres tall.")
+    assert verdicts == [Verdict.SUPPORTED, Verdict.CONTRADICTED] and value <= NEGATED_COPY_SUPPORT
+    value, _ = await judged("The Eiffel Tower was completed in 1889.")
+    assert value >= judge.faithfulness_threshold
+
+    index = SentenceIndex.build(["It was not only the longest tour, but one of the longest tours in rock history."])
+    sentence = index.sentences[0]
+    for claim in ("No, it was the longest tour.", "It was not only the longest tour."):
+        assert not negated_copy(text.tokens(claim), sentence), claim  # a reply's "No"; the passage's own "not"
+    assert negated_copy(
+        text.tokens("It was not one of the longest tours."),
+        SentenceIndex.build(["It was one of the longest tours."]).sentences[0],
+    )
 
 
 @pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")

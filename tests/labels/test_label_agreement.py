@@ -8,7 +8,7 @@ from ragmon.judges.local_model import MODELS
 
 
 def test_a_local_judge_version_decides_faithfulness_with_its_models_threshold() -> None:
-    version = expected_version(use_minilm=False)  # local:lexical-lr-v6:lexical
+    version = expected_version(use_minilm=False)  # local:lexical-lr-v6.1:lexical
     assert default_threshold("faithfulness", version) == MODELS["lexical"].claim_threshold != 0.5
     assert default_threshold("answer_relevance", version) == 0.5
     assert default_threshold("faithfulness", "llm:gpt-4o-mini:p3") == 0.5

@@ -1,6 +1,7 @@
 """Agreement between a judge's faithfulness verdicts and human labels: accuracy, balanced accuracy, Cohen's
-kappa, TPR/TNR ("faithful" is the positive class), per dataset kind and overall, next to a lexical-overlap
-baseline computed in the same run.
+kappa, TPR/TNR ("faithful" is the positive class) and the ranking AUC, per dataset kind and overall, next to a
+lexical-overlap baseline computed in the same run; for a judge whose score is P(faithful), its calibration too (mean
+probability beside the faithful share, Brier score), which is what says whether its one threshold holds on a kind.
 
 Rows are split by a fixed hash of their id into a fitting part (70 %) and a held-out part (30 %): thresholds and
 features are chosen on the first, figures worth quoting come from the second. The judge's own threshold comes
@@ -106,12 +107,60 @@ def fit_threshold(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return best_t
 
 
-def _report(rows: Sequence[LabelledRow], predictions: Sequence[bool], threshold: float) -> dict[str, Any]:
-    report: dict[str, Any] = {**agreement([r.faithful for r in rows], predictions), "threshold": threshold}
+def ranking_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """The chance that a faithful row outscores an unfaithful one (ties count half): how well the scores rank,
+    whatever the threshold. None without both labels."""
+    positives = sum(labels)
+    negatives = len(labels) - positives
+    if not positives or not negatives:
+        return None
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    ranks = [0.0] * len(scores)
+    start = 0
+    while start < len(order):  # average ranks over ties
+        end = start
+        while end + 1 < len(order) and scores[order[end + 1]] == scores[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1
+        start = end + 1
+    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def probability_calibration(scores: Sequence[float], labels: Sequence[bool]) -> dict[str, float | None]:
+    """For a score that claims to be P(faithful): its mean beside the faithful share (equal when calibrated in the
+    large — what lets one threshold mean the same on every kind) and the Brier score (mean squared error, 0 is
+    perfect, 0.25 is a constant ½). An unscored row counts as 0."""
+    if not scores:
+        return {"mean_score": None, "faithful_share": None, "brier": None}
+    clipped = [min(max(s, 0.0), 1.0) for s in scores]
+    return {
+        "mean_score": sum(clipped) / len(clipped),
+        "faithful_share": sum(labels) / len(labels),
+        "brier": sum((s - y) ** 2 for s, y in zip(clipped, labels, strict=True)) / len(clipped),
+    }
+
+
+def _figures(labels: Sequence[bool], scores: Sequence[float], threshold: float, probability: bool) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        **agreement(labels, [s >= threshold for s in scores]),
+        "auc": ranking_auc(scores, labels),
+    }
+    if probability:
+        figures["calibration"] = probability_calibration(scores, labels)
+    return figures
+
+
+def _report(
+    rows: Sequence[LabelledRow], scores: Sequence[float], threshold: float, probability: bool = False
+) -> dict[str, Any]:
+    labels = [r.faithful for r in rows]
+    report: dict[str, Any] = {**_figures(labels, scores, threshold, probability), "threshold": threshold}
     by_kind: dict[str, Any] = {}
     for kind in sorted({r.dataset for r in rows}):
-        picked = [(r.faithful, p) for r, p in zip(rows, predictions, strict=True) if r.dataset == kind]
-        by_kind[kind] = agreement([y for y, _ in picked], [p for _, p in picked])
+        picked = [(r.faithful, s) for r, s in zip(rows, scores, strict=True) if r.dataset == kind]
+        by_kind[kind] = _figures([y for y, _ in picked], [s for _, s in picked], threshold, probability)
     report["by_dataset"] = by_kind
     return report
 
@@ -167,7 +216,9 @@ async def calibrate(
     baseline_t = fit_threshold([baseline_scores[i] for i in base_fit], [rows[i].faithful for i in base_fit])
     report_idx = [i for i, r in enumerate(rows) if split == "all" or is_heldout(r.split_key) == (split == "heldout")]
     picked = [rows[i] for i in report_idx]
-    out = _report(picked, [scores[i] >= chosen for i in report_idx], chosen)
+    # A judge whose score is P(faithful) (the local judge's, v4 on) is also read for calibration.
+    probability = bool(getattr(judge, "score_is_probability", False))
+    out = _report(picked, [scores[i] for i in report_idx], chosen, probability)
     out["judge"] = judge.version
     out["split"] = split
     out["threshold_source"] = "fitted on the fitting split" if fit else ("given" if threshold is not None else "config")
@@ -178,7 +229,7 @@ async def calibrate(
         out["kinds_not_fitted_on"] = kinds_not_fitted_on(picked, *fitted_on)
     out["baseline"] = {
         "method": "token overlap (share of answer words in the passages), threshold fitted on the fitting split",
-        **_report(picked, [baseline_scores[i] >= baseline_t for i in report_idx], baseline_t),
+        **_report(picked, [baseline_scores[i] for i in report_idx], baseline_t),
     }
     return out
 
@@ -190,11 +241,18 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"judge {report['judge']}  split {report['split']}  threshold {report['threshold']:.3f} "
         f"({report['threshold_source']})  unscored {report['unscored']}",
-        f"{'kind':<14}{'who':<10}{'n':>6}{'acc':>7}{'bal':>7}{'kappa':>7}{'tpr':>7}{'tnr':>7}",
+        f"{'kind':<14}{'who':<10}{'n':>6}{'acc':>7}{'bal':>7}{'kappa':>7}{'tpr':>7}{'tnr':>7}{'auc':>7}"
+        + ("  mean P / faithful share, Brier" if "calibration" in report else ""),
     ]
 
     def row(kind: str, who: str, figures: dict[str, Any]) -> str:
-        cells = "".join(f"{fmt(figures[k]):>7}" for k in ("accuracy", "balanced_accuracy", "kappa", "tpr", "tnr"))
+        keys = ("accuracy", "balanced_accuracy", "kappa", "tpr", "tnr", "auc")
+        cells = "".join(f"{fmt(figures[k]):>7}" for k in keys)
+        calibration = figures.get("calibration")
+        if calibration and calibration["mean_score"] is not None:
+            cells += (
+                f"  {calibration['mean_score']:.3f} / {calibration['faithful_share']:.3f}, {calibration['brier']:.3f}"
+            )
         return f"{kind:<14}{who:<10}{figures['n']:>6}{cells}"
 
     kinds: Iterable[str] = report["by_dataset"]

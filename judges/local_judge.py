@@ -104,6 +104,8 @@ class CachedEmbedder:
 
 class LocalJudge:
     name = "local"
+    # Faithfulness is P(faithful), fitted on answer labels (v4 on): `ragmon calibrate` reads its calibration.
+    score_is_probability = True
 
     def __init__(
         self,

@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 import ragmon.judges.local_judge
-from ragmon.judges.calibration import agreement, fit_threshold, is_heldout, load_rows
+from ragmon.judges.calibration import (
+    agreement,
+    fit_threshold,
+    is_heldout,
+    load_rows,
+    probability_calibration,
+    ranking_auc,
+)
 from ragmon.judges.local_model import MODELS
 
 from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
@@ -44,6 +51,19 @@ def test_agreement_by_hand() -> None:
     assert got == {"n": 8, "accuracy": 0.75, "balanced_accuracy": 0.75, "kappa": 0.5, "tpr": 0.75, "tnr": 0.75}
     assert agreement([True, True], [True, True])["kappa"] is None  # p_e = 1: undefined, not 0 or 1
     assert agreement([True, False], [True, True])["tnr"] == 0.0
+
+
+def test_ranking_auc_and_calibration_by_hand() -> None:
+    labels = [True, True, False, False]
+    assert ranking_auc([0.9, 0.8, 0.2, 0.1], labels) == 1.0
+    assert ranking_auc([0.1, 0.2, 0.8, 0.9], labels) == 0.0
+    # pairs (faithful, unfaithful): 0.9>0.5 ✓, 0.9>0.1 ✓, 0.5=0.5 half, 0.5>0.1 ✓ → 3.5 of 4
+    assert ranking_auc([0.9, 0.5, 0.5, 0.1], labels) == 0.875
+    assert ranking_auc([float("-inf"), 0.5, 0.2, 0.1], labels) == 0.5  # an unscored row ranks lowest
+    assert ranking_auc([0.3, 0.4], [True, True]) is None
+    got = probability_calibration([1.0, 0.5, 0.5, float("-inf")], labels)
+    # mean (1 + .5 + .5 + 0)/4; Brier (0 + .25 + .25 + 0)/4
+    assert got == {"mean_score": 0.5, "faithful_share": 0.5, "brier": 0.125}
 
 
 def test_fit_threshold_maximises_kappa() -> None:
@@ -101,6 +121,12 @@ def test_held_out_figures_at_the_configured_threshold_beat_overlap_on_every_kind
     assert {kind: figures["n"] for kind, figures in heldout["by_dataset"].items()} == expected
     for kind, figures in heldout["by_dataset"].items():
         assert figures["kappa"] > heldout["baseline"]["by_dataset"][kind]["kappa"], kind
+        assert figures["auc"] > heldout["baseline"]["by_dataset"][kind]["auc"], kind
+        # calibrated in the large on the kinds it was fitted on: one threshold means the same on each
+        calibration = figures["calibration"]
+        assert abs(calibration["mean_score"] - calibration["faithful_share"]) < 0.06, (kind, calibration)
+        assert calibration["brier"] < 0.1, (kind, calibration)
+    assert "calibration" not in heldout["baseline"]  # a share of words is no probability
     assert heldout["unscored"] == 0
 
 

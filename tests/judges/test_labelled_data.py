@@ -15,11 +15,13 @@ import pytest
 from ragmon.judges.calibration import is_heldout, load_rows
 
 from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
+from tests.judges.conftest import DEV_DATA
 
 REPO = Path(__file__).resolve().parents[2]
 SUMMEDITS = REPO / "data" / "faithfulness" / "summedits.jsonl.gz"
 sys.path.insert(0, str(REPO / "benchmarks"))
 import faithfulness_data  # noqa: E402
+import kappa_prevalence  # noqa: E402
 
 DOC = "The council met on Tuesday. It approved a budget of 4 million dollars for the new library."
 
@@ -136,3 +138,20 @@ def test_calibrate_reads_several_files_as_one_set(tmp_path: Path, capsys: pytest
     cut.write_bytes(broken)
     assert calibrate(parser.parse_args([str(qa), str(cut)])) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
+def test_kappa_falls_with_the_faithful_share_while_auc_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/kappa_prevalence.py: the same judge on the same kind, only the faithful share changed."""
+    lines = [line for line in DEV_DATA.read_text(encoding="utf-8").splitlines() if '"dataset": "begin"' in line]
+    path = tmp_path / "begin.jsonl"
+    path.write_text("\n".join(lines[:600]) + "\n", encoding="utf-8")
+    assert kappa_prevalence.main([str(path), "--split", "all", "--shares", "0.35,0.12", "--draws", "5"]) == 0
+    table = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    (share_a, _, kappa_a, _, _, balanced_a, auc_a), (share_b, _, kappa_b, _, _, balanced_b, auc_b) = table
+    assert (share_a, share_b) == ("0.350", "0.120")
+    assert float(kappa_b) < float(kappa_a) - 0.03  # rarer faithful answers: lower κ …
+    assert abs(float(auc_b) - float(auc_a)) < 0.03  # … from a judge that ranks them as well as before
+    assert abs(float(balanced_b) - float(balanced_a)) < 0.05

@@ -192,6 +192,39 @@ claim's stems flags 13 BEGIN answers one way (12 unfaithful) and 26 the other (1
 "no"), too loose to cap on. `ragmon calibrate --split fit` / `heldout`: every dev figure as v6's; SummEdits held-out
 −0.022 → −0.019. The wrong-number rule widened to a claim whose closest sentence states no number but whose closest
 two-sentence window does (probe): 3 fitting-split answers, all unfaithful QA already judged so — not built.
+
+v7, lexical set (2026-12-03; 5-fold × 3, judge κ; overlap as in v6's table). The fitting split's false negatives
+(112 faithful BEGIN answers under the threshold) are mostly rewordings — "typically" / "can", "intense" / "extreme",
+"populous" / "populated", "known as" / "called" — and chat replies written in lower case, where "yes. you can go
+from …" was one claim (text.sentences split only before a capital) while "Yes. You can go from …" was the fact
+alone: the claims of an answer depended on its case.
+                                                   BEGIN                      HaluEval
+                                          LOKO    in     pooled      LOKO    in     pooled
+    v6.1 as shipped                       0.591   0.745  0.756       0.694   0.917  0.842
+    claims split before a lower-case word 0.592   0.752  0.750       0.708   0.917  0.842
+    + root coverage (ROOT_LENGTH 5)       0.594   0.753  0.755       0.747   0.921  0.857   (kept: v7)
+      roots of 4 / 6 letters              0.594 / 0.594, 0.750 / 0.751, 0.757 / 0.754; QA LOKO 0.704 / 0.699
+      root coverage over all passages too 0.593   0.751  0.753       0.699   0.919  0.858
+      its value 0 for a claim without content stems (v7 has 1, "nothing to miss")
+                                          0.593   0.753  0.747       0.732   0.921  0.847
+      root coverage without the lower-case split
+                                          0.594   0.750  0.756       0.732   0.921  0.844
+    + the whole answer opening like a reply ("yes", "no", "i", …), the question addressed to "you", and their
+      product (in the fitting split 154 of 188 such BEGIN answers are unfaithful, against 60 % overall)
+      (each alone or together)            0.594–0.610  0.745–0.749  0.748–0.752 (not kept: reply_opener and
+                                          the person features carry it already)
+    L2 1 / 10 on v7's features            LOKO 0.548 / 0.611, in 0.759 / 0.742, pooled 0.754 / 0.735 (BEGIN);
+                                          QA pooled 0.858 / 0.796 (L2 3 kept)
+    By source (`--kind-key subset`), cmu / wow / HaluEval, v7 (v6): LOKO 0.754 (0.761) / 0.673 (0.606) / 0.747
+    (0.694) against overlap's 0.747 / 0.558 / 0.636; in the kind 0.685 (0.715) / 0.748 (0.745) / 0.921 (0.917)
+    against 0.696 / 0.658 / 0.803; pooled 0.766 (0.754) / 0.750 (0.751) / 0.857 (0.842) against 0.741 / 0.665 /
+    0.697. One cell falls below overlap: CMU-DoG fitted on CMU-DoG alone (117 rows a fold, 22 faithful), from the
+    lower-case split (0.676 without the roots); kept for the leave-one-source-out gain on Wizard of Wikipedia.
+    Five sentences copied from a passage now score 0.83–0.93 (v6 0.88–0.94): the whole answer's best-sentence
+    coverage weighs more. With summaries: SummEdits leave-one-kind-out 0.007 against overlap's −0.051.
+    Read once after the design was fixed (`ragmon calibrate … --split heldout`): BEGIN 0.793 (v6.1 0.804), HaluEval
+    0.880 (0.880); Topical-Chat, never fitted on, 0.729 (0.721) — each within its sampling noise (about ±0.02 and
+    ±0.04) of v6.1's.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ instead of the passage. Each feature here is a cue measured by k-fold on the fit
   ("… was directed by Stephen Spielberg") keeps high overlap from the question's words; a dialogue reply that
   paraphrases the passage keeps its new words in the passage. 1.0 when the claim adds nothing to the question;
 - whether the claim opens like a chat reply ("yes", "oh", "well", "I", "that");
+- v7: the best share of the claim's content words whose root — first ROOT_LENGTH letters — one passage sentence
+  has: the stemmer joins inflections ("wins", "winning"), roots also derivations ("populous" / "populated",
+  "competitive" / "competition");
 - v6.1: whether the claim copies its closest sentence with a negation put into it ("was not completed" where the
   sentence says "was completed"): the passage states the opposite. Not weighed — one claim of the fitting split has
   it — but a rule (judges/local_model.negated_copy);
@@ -46,11 +49,13 @@ ALIGNMENT_FEATURES = (
     "answer_sentence_coverage",
     "new_word_coverage",
     "negated_copy",
+    "sentence_root_coverage",
 )
 # First words of a chat reply rather than of a statement taken from a passage (measured as one cue; "I" and "that"
 # open most dialogue replies in BEGIN: "that is great!", "I think …").
 REPLY_OPENERS = frozenset({"yes", "yeah", "yea", "oh", "wow", "well", "sure", "haha", "lol", "no", "that", "i"})
 _ALIGNED_CANDIDATES = 5  # sentences compared word by word per claim (the lexically closest): bounds the cost
+ROOT_LENGTH = 5  # letters: k-fold on the fitting split, 4 / 5 / 6 (design log of benchmarks/fit_local_judge.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,7 @@ class Sentence:
     content: tuple[str, ...]  # content stems in order
     stems: frozenset[str]
     numbers: frozenset[str]
+    roots: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +87,8 @@ class SentenceIndex:
             for sentence in text.sentences(passage):
                 content = tuple(text.content_tokens(sentence))
                 words = tuple(text.stem(t) for t in text.tokens(sentence))
-                own.append(Sentence(sentence, words, content, frozenset(content), frozenset(text.numbers(sentence))))
+                numbers = frozenset(text.numbers(sentence))
+                own.append(Sentence(sentence, words, content, frozenset(content), numbers, roots(content)))
             sentences.extend(own)
             windows.extend(s.stems for s in own)
             windows.extend(a.stems | b.stems for a, b in itertools.pairwise(own))
@@ -101,6 +108,10 @@ class SentenceIndex:
             if n > shared:
                 best, shared = sentence, n
         return best
+
+
+def roots(stems: Sequence[str]) -> frozenset[str]:
+    return frozenset(s[:ROOT_LENGTH] for s in stems)
 
 
 def common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
@@ -206,10 +217,12 @@ def alignment_features(claim: str, index: SentenceIndex, question: str, answer: 
             aligned_share=0.0,
             order_swaps=0.0,
             negated_copy=0.0,
+            sentence_root_coverage=1.0,  # nothing to miss, as long_word_coverage has it
         )
         return row
     pairs = set(itertools.pairwise(content))
     claim_numbers = text.numbers(claim)
+    claim_roots = roots(content)
     closest = sorted(index.sentences, key=lambda s: -len(stems & s.stems))[:_ALIGNED_CANDIDATES]
     row.update(
         window_coverage=max(len(stems & w) for w in index.windows) / len(stems),
@@ -223,5 +236,6 @@ def alignment_features(claim: str, index: SentenceIndex, question: str, answer: 
         aligned_share=max(common_subsequence(words, s.words) for s in closest) / max(len(words), 1),
         order_swaps=order_swaps(content, best),
         negated_copy=1.0 if _copies(stems, best) and negated_copy(raw, best) else 0.0,
+        sentence_root_coverage=max(len(claim_roots & s.roots) for s in index.sentences) / len(claim_roots),
     )
     return row

@@ -128,41 +128,47 @@ def contradicts(features: Mapping[str, float]) -> bool:
 # the claim adds to the question (new_word_coverage); same rule (τ 3) and penalty (L2 3). Fitted on one kind, it
 # beats the overlap baseline on the other both ways, which v5 did not; pooled figures as v5's.
 # v6.1: v6's weights; a negated copy of a passage sentence is contradicted (claim_support, claim_cap).
+# v7: chat text split into claims whatever its case ("yes. it was released in 2010" is two sentences), and one more
+# feature, the claim's best root coverage in one passage sentence (alignment.sentence_root_coverage); refitted (L2 3,
+# τ 3). Leave-one-kind-out QA 0.694 → 0.747, leave-one-source-out Wizard of Wikipedia 0.606 → 0.673.
 LEXICAL = SupportModel(
-    version="lexical-lr-v6.1",
+    version="lexical-lr-v7",
     feature_set="lexical",
     weights={
-        "answer_overlap": 0.2190,
-        "answer_sentence_coverage": 1.0132,
-        "sentence_coverage": -2.6780,
-        "long_word_coverage": 0.8872,
-        "aligned_share": 3.2284,
-        "novel_word_share": -1.0650,
-        "new_word_coverage": 2.7007,
-        "best_sentence_missing": -1.7496,
-        "order_swaps": -0.5464,
-        "question_share": -7.1010,
-        "name_miss": -3.7499,
-        "number_conflict": -1.9536,
-        "negation_mismatch": -1.0045,
-        "opinion": -1.1773,
-        "first_person": -0.5520,
-        "second_person": -1.2630,
-        "question": -3.6725,
-        "reply_opener": -0.3715,
-        "coverage_over_0.8": -5.3273,
+        "answer_overlap": 0.9907,
+        "answer_sentence_coverage": 1.4353,
+        "sentence_coverage": -3.6785,
+        "long_word_coverage": 0.8590,
+        "aligned_share": 2.9920,
+        "novel_word_share": -0.6524,
+        "new_word_coverage": 1.8572,
+        "best_sentence_missing": -1.6556,
+        "order_swaps": -0.7138,
+        "question_share": -4.4790,
+        "name_miss": -3.8143,
+        "number_conflict": -1.9189,
+        "negation_mismatch": -0.9119,
+        "opinion": -1.2235,
+        "first_person": -0.5609,
+        "second_person": -1.2175,
+        "question": -3.8227,
+        "reply_opener": -0.3390,
+        "coverage_over_0.8": -4.7722,
+        "sentence_root_coverage": 1.5675,
     },
-    bias=-1.5661,
-    claim_threshold=0.5694,
+    bias=-2.4309,
+    claim_threshold=0.543,
     temperature=3.0,
 )
 
 # v6: the lexical v6 features plus the claim-to-sentence similarity, refitted for the soft-minimum rule (τ 3) and the
 # wrong-number cap at L2 6, the least penalty at which it beats the overlap baseline leave-one-kind-out (L2 4: BEGIN
 # 0.553 against 0.564). It does not beat lexical v6 in any regime (benchmarks/fit_local_judge.py, design log).
-# v6.1: as lexical v6.1.
+# v6.1: as lexical v6.1. v6.2: v6's weights over lexical v7's claims (chat text split whatever its case), not
+# refitted: the set is lexical v6's features plus the similarity (support_features.MINILM_FEATURES), behind the
+# lexical model everywhere it was measured, and its refit needs the embeddings extra this box lacks.
 MINILM = SupportModel(
-    version="minilm-lr-v6.1",
+    version="minilm-lr-v6.2",
     feature_set="minilm",
     weights={
         "answer_overlap": 0.2279,
@@ -201,4 +207,6 @@ RETIRED_THRESHOLDS = {
     "minilm-lr-v3.1": 0.4832,
     "lexical-lr-v6": 0.5694,
     "minilm-lr-v6": 0.5083,
+    "lexical-lr-v6.1": 0.5694,
+    "minilm-lr-v6.1": 0.5083,
 }

@@ -15,6 +15,11 @@ _CITATION = re.compile(r"\s*(\[(?:\d+(?:\s*[,\-–]\s*\d+)*|doc\s*\d+|source\s*\
 # "U.S." or "Dr." are protected below, since a wrong split makes two half-claims that both look unsupported.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9])|\n+")
 _ABBREVIATIONS = ("Mr.", "Mrs.", "Ms.", "Dr.", "St.", "Jr.", "Sr.", "vs.", "e.g.", "i.e.", "etc.", "No.", "Inc.")
+# v7: a stop before a lower-case word (chat text), for claims; the word before it decides (_split_lowercase_starts).
+_LOWERCASE_START = re.compile(r"[.!?](?=\s+[\"'“(\[]?[a-z])")
+_LOWERCASE_ABBREVIATIONS = frozenset(
+    {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "inc", "approx", "ca", "cf", "al", "fig", "vol", "pp"}
+)
 # Clause boundaries for atomic claims: "; " and ", and/but/while/whereas " joining two assertions.
 _CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?:and|but|while|whereas|although)\s+(?=\w+\s+\w+)", re.IGNORECASE)
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -209,11 +214,17 @@ def strip_citations(text: str) -> str:
     return _CITATION.sub("", text).strip()
 
 
-def sentences(text: str) -> list[str]:
+def sentences(text: str, *, lowercase_starts: bool = False) -> list[str]:
+    """The text's sentences: a break after ".", "!" or "?" before a capital, a digit or a quote (not after a known
+    abbreviation), and at line breaks. With `lowercase_starts` also before a lower-case word — chat text is often
+    all lower case ("yes. it was released in 2010") — unless the word before the stop is a single letter, holds a
+    stop of its own ("u.s.", "a.m.") or is a lower-case abbreviation ("approx.", "no. 5")."""
     protected = text
     for i, abbreviation in enumerate(_ABBREVIATIONS):
         protected = protected.replace(abbreviation, f"\x00{i}\x00")
     parts = _SENTENCE_END.split(protected)
+    if lowercase_starts:
+        parts = [piece for part in parts for piece in _split_lowercase_starts(part)]
     out = []
     for part in parts:
         for i, abbreviation in enumerate(_ABBREVIATIONS):
@@ -224,13 +235,28 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+def _split_lowercase_starts(part: str) -> list[str]:
+    pieces, start = [], 0
+    for match in _LOWERCASE_START.finditer(part):
+        before = part[start : match.start()].split()
+        word = before[-1].rstrip(".!?").lower() if before else ""
+        if len(word) <= 1 or "." in word or word in _LOWERCASE_ABBREVIATIONS:
+            continue
+        if word == "no" and part[match.end() :][:1].isdigit():
+            continue
+        pieces.append(part[start : match.start() + 1])
+        start = match.end()
+    pieces.append(part[start:])
+    return pieces
+
+
 def split_claims(answer: str) -> list[str]:
     """Atomic-ish claims: sentences, then clauses joined by ';' or ', and/but ...'. Citation markers go first.
 
     Fragments without a content word (a lone "Yes", "Sure!") assert nothing checkable and are dropped.
     """
     claims = []
-    for sentence in sentences(strip_citations(answer)):
+    for sentence in sentences(strip_citations(answer), lowercase_starts=True):
         for clause in _CLAUSE_SPLIT.split(sentence):
             clause = clause.strip(" ,;")
             if content_tokens(clause):

@@ -26,13 +26,20 @@ DEFAULT_THRESHOLD = 0.5
 
 def default_threshold(metric: str, judge_version: str) -> float:
     """The threshold `judge_version` decides `metric` with: a local judge's faithfulness model has its own
-    (`local:<model version>:<embedding>`); every other score reads as passing at 0.5."""
+    (`local:<model version>:<embedding>`), or the one its settings gave it (`local:<model version>@<threshold>:…`);
+    every other score reads as passing at 0.5."""
     parts = judge_version.split(":")
     if metric == "faithfulness" and len(parts) >= 2 and parts[0] == "local":
+        model_version, _, threshold = parts[1].partition("@")
+        if threshold:  # a threshold set in the judge's settings (local_judge._version)
+            try:
+                return float(threshold)
+            except ValueError:
+                return DEFAULT_THRESHOLD
         for model in MODELS.values():
-            if model.version == parts[1]:
+            if model.version == model_version:
                 return model.claim_threshold
-        return RETIRED_THRESHOLDS.get(parts[1], DEFAULT_THRESHOLD)
+        return RETIRED_THRESHOLDS.get(model_version, DEFAULT_THRESHOLD)
     return DEFAULT_THRESHOLD
 
 

@@ -73,15 +73,22 @@ def load_minilm() -> tuple[SentenceEmbedder, str] | None:
     return embed, minilm.NAME
 
 
-def expected_version(use_minilm: bool = True) -> str:
-    """The version a default `LocalJudge` would have here, without loading a model: what the agent enqueues kept
-    traces for when `ragmon judge` workers judge them (it never loads the judge itself then)."""
+def expected_version(use_minilm: bool = True, threshold: float | None = None) -> str:
+    """The version a default `LocalJudge` (with this faithfulness threshold) would have here, without loading a
+    model: what the agent enqueues kept traces for when `ragmon judge` workers judge them (it never loads the judge
+    itself then)."""
     with_minilm = use_minilm and minilm.installed()
-    return _version(MODELS["lexical"], minilm.NAME if with_minilm else None)
+    return _version(MODELS["lexical"], minilm.NAME if with_minilm else None, threshold)
 
 
-def _version(support_model: SupportModel, embedding: str | None) -> str:
-    return f"local:{support_model.version}:{embedding or 'lexical'}"
+def _version(support_model: SupportModel, embedding: str | None, threshold: float | None = None) -> str:
+    """local:<model version>[@<threshold>]:<embedding>. A threshold other than the model's changes the verdicts
+    (not the scores), so it is part of the version: labels are read against the threshold the verdicts were made
+    with (judges/label_agreement.py), and stored scores group by it."""
+    model = support_model.version
+    if threshold is not None and threshold != support_model.claim_threshold:
+        model += f"@{threshold:g}"
+    return f"local:{model}:{embedding or 'lexical'}"
 
 
 class CachedEmbedder:
@@ -133,7 +140,7 @@ class LocalJudge:
 
     @property
     def version(self) -> str:
-        return _version(self.support_model, self._embedder[1] if self._embedder else None)
+        return _version(self.support_model, self._embedder[1] if self._embedder else None, self._threshold)
 
     @property
     def fitted_on(self) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -18,6 +18,9 @@ ENTRY_POINT_GROUP = "ragmon.judges"
 def _local(settings: JudgeSettings, **options: Any) -> Judge:
     from ragmon.judges.local_judge import LocalJudge
 
+    threshold = settings.faithfulness_threshold
+    if threshold is not None:
+        options = {"faithfulness_threshold": threshold, "claim_threshold": threshold, **options}
     return LocalJudge(**options)
 
 
@@ -51,7 +54,7 @@ def judge_version(name: str, settings: JudgeSettings | None = None) -> str:
     if name == "local":
         from ragmon.judges.local_judge import expected_version
 
-        return expected_version()
+        return expected_version(threshold=settings.faithfulness_threshold)
     if name == "llm":
         from ragmon.judges.llm_judge import llm_version
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ragmon.judges.local_judge import LocalJudge
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
 from ragmon.judges.types import MetricResult, RagSample
@@ -58,6 +59,15 @@ def test_the_version_queued_for_is_the_one_the_judge_judges_as() -> None:
     for name in ("local", "llm"):
         judge = make_judge(name, settings)
         assert judge_version(name, settings) == judge.version
+    # a faithfulness threshold of one's own (fitted on one's labels) decides claims and answers, and is in the version
+    tuned = JudgeSettings(faithfulness_threshold=0.62)
+    judge = make_judge("local", tuned)
+    assert isinstance(judge, LocalJudge)
+    assert (judge.faithfulness_threshold, judge.claim_threshold) == (0.62, 0.62)
+    assert judge.version != make_judge("local").version and "@0.62:" in judge.version
+    assert judge_version("local", tuned) == judge.version
+    with pytest.raises(ValueError):
+        JudgeSettings(faithfulness_threshold=1.5)
 
 
 def test_run_in_agent_false_still_queues_every_kept_trace(tmp_path: Path, store: Store) -> None:

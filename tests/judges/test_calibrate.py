@@ -79,7 +79,9 @@ def test_split_is_a_fixed_hash_of_the_id() -> None:
 
 @needs_dev_data
 @pytest.mark.usefixtures("lexical_only")
-def test_calibrate_local_on_a_slice_of_dev(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibrate_local_on_a_slice_of_dev(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     lines = DEV_DATA.read_text(encoding="utf-8").splitlines()
     begin = [line for line in lines if '"dataset": "begin"' in line][:150]
     halu = [line for line in lines if '"dataset": "halueval_qa"' in line][:150]
@@ -103,6 +105,17 @@ def test_calibrate_local_on_a_slice_of_dev(tmp_path: Path, capsys: pytest.Captur
     assert calibrate(parser.parse_args([str(path), "--fit-threshold"])) == 0
     text = capsys.readouterr().out
     assert "fitted on the fitting split" in text and "overlap" in text
+
+    # a threshold of one's own, set in the judge's settings, is the one the judge is measured at, and is named
+    monkeypatch.setenv("RAGMON_JUDGE__FAITHFULNESS_THRESHOLD", "0.7")
+    assert calibrate(parser.parse_args([str(path), "--judge", "local", "--json"])) == 0
+    tuned = json.loads(capsys.readouterr().out)
+    assert (tuned["threshold"], tuned["threshold_source"]) == (0.7, "config")
+    assert tuned["judge"] == f"local:{MODELS['lexical'].version}@0.7:lexical"
+    assert tuned["tpr"] <= report["tpr"] and tuned["tnr"] >= report["tnr"]  # a stricter threshold
+    monkeypatch.setenv("RAGMON_JUDGE__FAITHFULNESS_THRESHOLD", "1.5")
+    assert calibrate(parser.parse_args([str(path), "--judge", "local"])) == 2
+    assert "faithfulness_threshold" in capsys.readouterr().err
 
 
 @needs_dev_data

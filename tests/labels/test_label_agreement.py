@@ -8,7 +8,7 @@ from ragmon.judges.local_model import MODELS
 
 
 def test_a_local_judge_version_decides_faithfulness_with_its_models_threshold() -> None:
-    version = expected_version(use_minilm=False)  # local:lexical-lr-v6.1:lexical
+    version = expected_version(use_minilm=False)  # local:lexical-lr-v7:lexical
     assert default_threshold("faithfulness", version) == MODELS["lexical"].claim_threshold != 0.5
     assert default_threshold("answer_relevance", version) == 0.5
     assert default_threshold("faithfulness", "llm:gpt-4o-mini:p3") == 0.5
@@ -16,6 +16,12 @@ def test_a_local_judge_version_decides_faithfulness_with_its_models_threshold() 
     # scores kept from an earlier version are read at that version's threshold, not the current one's
     assert default_threshold("faithfulness", "local:lexical-lr-v5:lexical") == 0.5314
     assert default_threshold("faithfulness", "local:minilm-lr-v3.1:all-MiniLM-L6-v2") == 0.4832
+    # a threshold set in the judge's settings is in its version, and its verdicts are read at it
+    custom = expected_version(use_minilm=False, threshold=0.6)
+    assert custom == f"local:{MODELS['lexical'].version}@0.6:lexical"
+    assert default_threshold("faithfulness", custom) == 0.6
+    assert expected_version(use_minilm=False, threshold=MODELS["lexical"].claim_threshold) == version  # no change
+    assert default_threshold("faithfulness", "local:lexical-lr-v7@bad:lexical") == 0.5
 
 
 def test_confusion_and_the_threshold_in_use() -> None:

@@ -225,6 +225,14 @@ alone: the claims of an answer depended on its case.
     Read once after the design was fixed (`ragmon calibrate … --split heldout`): BEGIN 0.793 (v6.1 0.804), HaluEval
     0.880 (0.880); Topical-Chat, never fitted on, 0.729 (0.721) — each within its sampling noise (about ±0.02 and
     ±0.04) of v6.1's.
+
+v7, MiniLM set (2026-12-03; lexical v7's features plus sim_sentence; `--features minilm --embedding-cache FILE`,
+5-fold × 3; judge κ BEGIN then HaluEval; overlap as above):
+    L2 3    LOKO 0.546, 0.704   in 0.750, 0.926   pooled 0.752, 0.856
+    L2 4    LOKO 0.553, 0.732   in 0.750, 0.912   pooled 0.752, 0.845
+    L2 6    LOKO 0.578, 0.718   in 0.749, 0.897   pooled 0.752, 0.832 (kept: the least penalty that beats overlap
+            leave-one-kind-out; MiniLM v6 had 0.570 / 0.713, 0.741 / 0.900, 0.749 / 0.790)
+    Held-out, read once: BEGIN 0.788, HaluEval 0.848 — behind lexical v7 in every cell, as v6 was.
 """
 
 from __future__ import annotations

@@ -154,7 +154,8 @@ def test_calibrate_with_minilm_runs_offline_and_says_so(
     path = tmp_path / "slice.jsonl"
     path.write_text("\n".join(lines[:20] + lines[-20:]) + "\n", encoding="utf-8")
     report = run_calibrate(capsys, str(path), "--judge", "local")
-    assert report["judge"] == f"local:{MODELS['minilm'].version}:all-MiniLM-L6-v2"
+    # faithfulness weighs the lexical model even with the extra (v6 on); the version names the embedding it uses
+    assert report["judge"] == f"local:{MODELS['lexical'].version}:all-MiniLM-L6-v2"
     assert report["n"] == 40 - sum(json.loads(line)["label"]["faithful"] is None for line in lines[:20] + lines[-20:])
     assert report["unscored"] == 0 and 0.0 <= report["accuracy"] <= 1.0
 

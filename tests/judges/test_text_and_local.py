@@ -107,14 +107,12 @@ async def test_local_context_and_answer_relevance() -> None:
     assert (dunno.value, dunno.flags) == (0.0, ["noncommittal"])
 
 
-# -- the MiniLM set (v6): lexical v6's set plus claim-to-sentence similarity -----------------------------------
+# -- the MiniLM set (v7): the lexical set plus claim-to-sentence similarity --------------------------------------
 
 
-def test_the_minilm_set_is_the_lexical_v6_set_plus_the_similarity() -> None:
-    # lexical v7 added the root coverage; the MiniLM set keeps v6's features, whose weights it has
-    assert set(FEATURE_SETS["minilm"]) == (set(FEATURE_SETS["lexical"]) - {"sentence_root_coverage"}) | set(
-        SEMANTIC_FEATURES
-    )
+def test_the_minilm_set_is_the_lexical_set_plus_the_similarity() -> None:
+    # v7 of both: the transfer features, and the similarity for the MiniLM model
+    assert set(FEATURE_SETS["minilm"]) == set(FEATURE_SETS["lexical"]) | set(SEMANTIC_FEATURES)
     # each model's version names its feature set, and no two models share one (stored scores group by version)
     assert all(m.version.startswith(f"{m.feature_set}-") for m in MODELS.values())
     assert len({m.version for m in MODELS.values()}) == len(MODELS)

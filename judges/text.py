@@ -218,7 +218,7 @@ def sentences(text: str, *, lowercase_starts: bool = False) -> list[str]:
     """The text's sentences: a break after ".", "!" or "?" before a capital, a digit or a quote (not after a known
     abbreviation), and at line breaks. With `lowercase_starts` also before a lower-case word — chat text is often
     all lower case ("yes. it was released in 2010") — unless the word before the stop is a single letter, holds a
-    stop of its own ("u.s.", "a.m.") or is a lower-case abbreviation ("approx.", "no. 5")."""
+    stop of its own ("u.s.", "a.m.") or is a lower-case abbreviation ("approx.", "etc.")."""
     protected = text
     for i, abbreviation in enumerate(_ABBREVIATIONS):
         protected = protected.replace(abbreviation, f"\x00{i}\x00")
@@ -241,8 +241,6 @@ def _split_lowercase_starts(part: str) -> list[str]:
         before = part[start : match.start()].split()
         word = before[-1].rstrip(".!?").lower() if before else ""
         if len(word) <= 1 or "." in word or word in _LOWERCASE_ABBREVIATIONS:
-            continue
-        if word == "no" and part[match.end() :][:1].isdigit():
             continue
         pieces.append(part[start : match.start() + 1])
         start = match.end()

@@ -25,6 +25,27 @@ def test_citations_are_stripped_and_answers_split_into_claims() -> None:
     ]
 
 
+def test_claims_are_split_the_same_whatever_the_case() -> None:
+    """v7: chat replies are often all lower case; their sentences are claims as a capitalised reply's are."""
+    reply = "Yes. The tower was completed in 1889!  Wow, it is tall."
+    assert (
+        text.split_claims(reply.lower())
+        == [c.lower() for c in text.split_claims(reply)]
+        == [
+            "the tower was completed in 1889!",
+            "wow, it is tall.",
+        ]
+    )  # the lone "yes." asserts nothing, in either case
+    # a stop after a single letter, inside a dotted abbreviation or after a listed abbreviation ends no sentence
+    assert text.split_claims("he left the u.s. in may. it was approx. five weeks") == [
+        "he left the u.s. in may.",
+        "it was approx. five weeks",
+    ]
+    assert text.split_claims("plan b. was chosen, etc. and so on") == ["plan b. was chosen, etc. and so on"]
+    # passages keep the old rule: only claims are split before a lower-case word
+    assert text.sentences("it is tall. it is old.") == ["it is tall. it is old."]
+
+
 def test_stemming_lite_and_negation() -> None:
     assert text.stem("winning") == text.stem("wins") == "win"
     assert text.stem("studies") == "study"

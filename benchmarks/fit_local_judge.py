@@ -249,7 +249,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragmon.judges import text
-from ragmon.judges.calibration import LabelledRow, agreement, fit_threshold, is_heldout, load_rows
+from ragmon.judges.calibration import LabelledRow, agreement, fit_threshold, load_rows
 from ragmon.judges.lexical import overlap_baseline
 from ragmon.judges.local_judge import LocalJudge, SentenceEmbedder, load_minilm
 from ragmon.judges.local_model import MODELS, answer_probability
@@ -531,8 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-constants", action="store_true")
     args = parser.parse_args(argv)
 
-    # the held-out rows are never read further
-    rows = [r for file in args.files for r in load_rows(file) if not is_heldout(r.split_key)]
+    rows = [r for file in args.files for r in load_rows(file, "fit")]  # the held-out rows are never read
     loaded = load_minilm() if args.features == "minilm" else None
     stored = StoredEmbedder(loaded[0], args.embedding_cache) if loaded and args.embedding_cache else None
     if args.features == "minilm" and loaded is None:

@@ -26,7 +26,6 @@ from ragmon.judges.calibration import (
     Split,
     agreement,
     fit_threshold,
-    is_heldout,
     load_rows,
     ranking_auc,
     score_rows,
@@ -44,12 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     split: Split = args.split
 
-    rows = [
-        r
-        for file in args.files
-        for r in load_rows(file)
-        if r.dataset == args.kind and (split == "all" or is_heldout(r.split_key) == (split == "heldout"))
-    ]
+    rows = [r for file in args.files for r in load_rows(file, split) if r.dataset == args.kind]
     if not rows:
         print(f"no labelled {args.kind} rows in the {split} split", file=sys.stderr)
         return 2

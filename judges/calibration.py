@@ -50,6 +50,11 @@ def is_heldout(key: str) -> bool:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 10 >= 10 - HELDOUT_BUCKETS
 
 
+def in_split(key: str, split: Split) -> bool:
+    """Whether the row with this split key (`LabelledRow.split_key`) is in `split`."""
+    return split == "all" or is_heldout(key) == (split == "heldout")
+
+
 def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
     """Rows with a boolean `label.faithful` (null ones are skipped), optionally one part of the split; a path
     ending in .gz is read through gzip."""
@@ -64,7 +69,7 @@ def load_rows(path: str | Path, split: Split = "all") -> list[LabelledRow]:
             if not isinstance(faithful, bool):
                 continue
             row_id, group = str(raw["id"]), str(raw.get("group") or "")
-            if split != "all" and is_heldout(group or row_id) != (split == "heldout"):
+            if not in_split(group or row_id, split):
                 continue
             context = raw.get("context") or []
             sample = RagSample(
@@ -206,7 +211,7 @@ async def calibrate(
     # An unscored row (empty answer, no passages, judge error) is predicted "not faithful" and counted: dropping
     # it would flatter the judge.
     scores = [v if v is not None else float("-inf") for v in values]
-    fitting = [i for i, r in enumerate(rows) if not is_heldout(r.split_key)]
+    fitting = [i for i, r in enumerate(rows) if in_split(r.split_key, "fit")]
     if fit:
         chosen = fit_threshold([scores[i] for i in fitting], [rows[i].faithful for i in fitting]) if fitting else 0.5
     else:
@@ -214,7 +219,7 @@ async def calibrate(
     baseline_scores = [overlap_baseline(r.sample.answer, r.sample.passages) for r in rows]
     base_fit = fitting or list(range(len(rows)))
     baseline_t = fit_threshold([baseline_scores[i] for i in base_fit], [rows[i].faithful for i in base_fit])
-    report_idx = [i for i, r in enumerate(rows) if split == "all" or is_heldout(r.split_key) == (split == "heldout")]
+    report_idx = [i for i, r in enumerate(rows) if in_split(r.split_key, split)]
     picked = [rows[i] for i in report_idx]
     # A judge whose score is P(faithful) (the local judge's, v4 on) is also read for calibration.
     probability = bool(getattr(judge, "score_is_probability", False))

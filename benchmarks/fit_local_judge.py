@@ -303,7 +303,6 @@ class Featurised:
         # A dropped feature is one the model gives no weight (judges/local_model.py only sums the weights it has).
         names = FEATURE_SETS[judge.support_model.feature_set]
         self.names = tuple(n for n in names if not any(fnmatch.fnmatchcase(n, pattern) for pattern in drop))
-        self.ids = [r.id for r in rows]
         self.groups = [r.split_key for r in rows]  # folds follow a row's group: no document on both sides
         self.labels = np.array([r.faithful for r in rows], dtype=float)
         self.kinds = [r.dataset for r in rows]
@@ -423,14 +422,18 @@ def kappa_by_kind(data: Featurised, idx: Sequence[int], scores: Sequence[float],
     return out
 
 
+def threshold_rows(data: Featurised, idx: Sequence[int]) -> list[int]:
+    """The rows of `idx` thresholds are fitted on: those of `--threshold-kinds` when `idx` holds any, else all."""
+    return [i for i in idx if data.kinds[i] in data.threshold_kinds] or list(idx)
+
+
 def judge_and_baseline(
     data: Featurised, train: Sequence[int], test: Sequence[int], l2: float, temperature: float
 ) -> dict[str, tuple[float, float]]:
     """Per kind of the `test` rows: (judge κ, overlap κ), both with everything — weights, thresholds — fitted on
     `train` alone, so the baseline is tuned exactly as much as the judge."""
     w, b = _fit(data, train, l2, temperature)
-    chosen = [i for i in train if data.kinds[i] in data.threshold_kinds] if data.threshold_kinds else []
-    on = chosen or list(train)
+    on = threshold_rows(data, train)
     labels = [data.labels[i] == 1 for i in on]
     t = fit_threshold(answer_scores(data, on, w, b, temperature), labels)
     t_base = fit_threshold([data.baseline[i] for i in on], labels)
@@ -445,7 +448,7 @@ def transfer(
     """κ of judge and baseline per kind under three regimes: leave-one-kind-out (fit on the other kinds, score
     this one: the closest this data gets to a kind never seen), k-fold inside the kind (fit on that kind alone) and
     k-fold over all kinds pooled (how the shipped model is fitted). Means over folds and seeds."""
-    everything = range(len(data.ids))
+    everything = range(len(data.groups))
     kinds = sorted(set(data.kinds))
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for kind in kinds:
@@ -559,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     temperature = temperatures[-1]
     w, b = _fit(data, everything, l2, temperature)
     scores = answer_scores(data, everything, w, b, temperature)
-    on = [i for i in everything if data.kinds[i] in data.threshold_kinds] or everything
+    on = threshold_rows(data, everything)
     t = fit_threshold([scores[i] for i in on], [data.labels[i] == 1 for i in on])
     fitted = kappa_by_kind(data, everything, scores, t)
     print(

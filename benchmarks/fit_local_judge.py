@@ -252,10 +252,9 @@ from ragmon.judges import text
 from ragmon.judges.calibration import LabelledRow, agreement, fit_threshold, load_rows
 from ragmon.judges.lexical import overlap_baseline
 from ragmon.judges.local_judge import LocalJudge, SentenceEmbedder, load_minilm
-from ragmon.judges.local_model import MODELS, answer_probability
+from ragmon.judges.local_model import CAP_FEATURES, MODELS, answer_probability
 from ragmon.judges.support_features import FEATURE_SETS
 
-CAP_FEATURES = ("number_conflict", "number_mismatch", "negated_copy")  # what local_model.claim_cap reads
 # Penalty on standardised weights (per answer-mean loss × n), per feature set: chosen by k-fold kappa on the fitting
 # split (design log).
 L2 = {"lexical": 3.0, "minilm": 6.0}

@@ -129,7 +129,9 @@ def common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
 
 # Contractions whose base is not the word before "n't".
 _CONTRACTION_BASES = {"can't": "can", "won't": "will", "shan't": "shall", "ain't": "is"}
-NEGATED_COPY_COVERAGE = 0.8  # the claim's content stems its closest sentence must hold to count as a copy of it
+# The share of a claim's content stems its closest sentence must hold for the claim to copy it: a negated copy here,
+# and a copy that disagrees on a negation or number in local_model.contradicts.
+COPY_COVERAGE = 0.8
 
 
 def negated_copy(claim_tokens: Sequence[str], sentence: Sentence) -> bool:
@@ -153,10 +155,10 @@ def negated_copy(claim_tokens: Sequence[str], sentence: Sentence) -> bool:
 
 
 def _copies(stems: set[str], sentence: Sentence) -> bool:
-    """The sentence holds NEGATED_COPY_COVERAGE of the claim's content stems, a negated contraction ("isn't", a
+    """The sentence holds COPY_COVERAGE of the claim's content stems, a negated contraction ("isn't", a
     content token to text.content_tokens) not counted."""
     plain = {s for s in stems if not s.endswith("n't")}
-    return bool(plain) and len(plain & sentence.stems) >= NEGATED_COPY_COVERAGE * len(plain)
+    return bool(plain) and len(plain & sentence.stems) >= COPY_COVERAGE * len(plain)
 
 
 def order_swaps(claim_content: Sequence[str], sentence: Sentence) -> float:

@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ragmon.judges.alignment import COPY_COVERAGE
+
 # The tasks of the rows the shipped models were fitted on (dev.jsonl's `task`): `ragmon calibrate` flags any other
 # kind as one the judge was not fitted on, since nothing says its figures carry over.
 FITTED_TASKS = ("grounded_dialogue", "qa")
@@ -36,9 +38,6 @@ def soft_min(logits: Sequence[float], temperature: float) -> float:
     top = max(scaled)
     log_mean = top + math.log(sum(math.exp(u - top) for u in scaled) / len(scaled))
     return -temperature * log_mean
-
-
-CONTRADICTION_COVERAGE = 0.8  # a claim this close to one passage sentence, disagreeing on negation or number
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +89,10 @@ def claim_support(features: Mapping[str, float], logit: float) -> float:
     return min(support, NEGATED_COPY_SUPPORT) if negated_copy(features) else support
 
 
+# The features `claim_cap` reads: all a caller must keep of a claim's row to cap its answer later (the fitting script).
+CAP_FEATURES = ("number_conflict", "number_mismatch", "negated_copy")
+
+
 def claim_cap(features: Mapping[str, float], logit: float) -> float | None:
     """The most an answer holding this claim can score, or None: a contradicted claim's own support. v6: a wrong
     number (the dev data has too few for a weight to learn that it is wrong, not weak); v6.1: a negated copy."""
@@ -117,7 +120,7 @@ def contradicts(features: Mapping[str, float]) -> bool:
     if wrong_number(features) or negated_copy(features):
         return True
     disagrees = features["negation_mismatch"] or features["number_mismatch"]
-    return bool(disagrees) and features["sentence_coverage"] >= CONTRADICTION_COVERAGE
+    return bool(disagrees) and features["sentence_coverage"] >= COPY_COVERAGE
 
 
 # v4: the v3 features refitted for the soft-minimum answer rule (τ 3) at L2 3, chosen by the transfer table of

@@ -243,10 +243,13 @@ def format_report(report: dict[str, Any]) -> str:
     def fmt(x: Any) -> str:
         return "  n/a" if x is None else f"{x:5.3f}" if isinstance(x, float) else str(x)
 
+    unfitted = set(report.get("kinds_not_fitted_on", ()))
+    # wide enough for the longest kind name and its " *", so no name runs into the next column
+    width = max([14, *(len(kind) + 4 for kind in report["by_dataset"])])
     lines = [
         f"judge {report['judge']}  split {report['split']}  threshold {report['threshold']:.3f} "
         f"({report['threshold_source']})  unscored {report['unscored']}",
-        f"{'kind':<14}{'who':<10}{'n':>6}{'acc':>7}{'bal':>7}{'kappa':>7}{'tpr':>7}{'tnr':>7}{'auc':>7}"
+        f"{'kind':<{width}}{'who':<10}{'n':>6}{'acc':>7}{'bal':>7}{'kappa':>7}{'tpr':>7}{'tnr':>7}{'auc':>7}"
         + ("  mean P / faithful share, Brier" if "calibration" in report else ""),
     ]
 
@@ -258,10 +261,9 @@ def format_report(report: dict[str, Any]) -> str:
             cells += (
                 f"  {calibration['mean_score']:.3f} / {calibration['faithful_share']:.3f}, {calibration['brier']:.3f}"
             )
-        return f"{kind:<14}{who:<10}{figures['n']:>6}{cells}"
+        return f"{kind:<{width}}{who:<10}{figures['n']:>6}{cells}"
 
     kinds: Iterable[str] = report["by_dataset"]
-    unfitted = set(report.get("kinds_not_fitted_on", ()))
     for kind in [*kinds, "overall"]:
         judge_figures = report if kind == "overall" else report["by_dataset"][kind]
         base_figures = report["baseline"] if kind == "overall" else report["baseline"]["by_dataset"][kind]

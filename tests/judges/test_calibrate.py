@@ -78,6 +78,23 @@ def test_split_is_a_fixed_hash_of_the_id() -> None:
 
 
 @needs_dev_data
+def test_a_long_kind_name_keeps_its_own_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = DEV_DATA.read_text(encoding="utf-8").splitlines()[:60]
+    rows = [json.loads(line) | {"dataset": "faithdial_audit"} for line in lines]
+    path = tmp_path / "long.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_calibrate_arguments(parser)
+    assert calibrate(parser.parse_args([str(path), "--judge", "local"])) == 0
+    table = capsys.readouterr().out.splitlines()
+    kind_row = next(line for line in table if line.startswith("faithdial_audit"))
+    assert kind_row.split()[:2] == ["faithdial_audit", "judge"]
+    # every row's "who" starts in the same column as the header's
+    column = table[1].index("who")
+    assert all(line[column:].startswith(("judge", "overlap")) for line in table[2:6])
+
+
+@needs_dev_data
 @pytest.mark.usefixtures("lexical_only")
 def test_calibrate_local_on_a_slice_of_dev(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

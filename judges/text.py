@@ -202,6 +202,26 @@ _REFUSAL = re.compile(
 )
 # Where an assertion can start after a refusal: "but", a clause break, or the next sentence.
 _ASSERTION_FOLLOWS = re.compile(r"\bbut\b|;|[.!?]\s+(?=\S)", re.IGNORECASE)
+# What an assistant says to the user rather than about the world: an offer, a closing, a pleasantry ("Would you like
+# to know more?", "Let me know if you need anything else.", "Great question!"). Such a clause asserts nothing the
+# passages could support, so it is not a claim: v7 judged it as one, and a faithful answer that ended with "Would you
+# like to know more?" scored 0.002. Anchored at the clause's start and kept to these phrasings, so a question about
+# the subject ("Do you like comedies?", which BEGIN labels unattributable) is still judged.
+_OFFER = re.compile(
+    r"^\s*(?:(?:would|do|did) you (?:like|want|need) "
+    r"(?:me to|to (?:know|hear|learn|see)|more|any(?:thing)? (?:more|else))|"
+    r"(?:is there )?any(?:thing)? else (?:i can|you(?:'d| would)? (?:like|want|need))|"
+    r"(?:any|do you have any) (?:other|more|further) questions|how (?:else )?can i help|can i help (?:you )?with|"
+    r"shall i|should i (?:tell|explain|go on|continue)|(?:please )?let me know (?:if|whether|what|how)|"
+    r"feel free to|(?:i )?hope (?:this|that) (?:helps|answers))\b",
+    re.IGNORECASE,
+)
+# A pleasantry is one only when it is the whole clause: "Good question, the tower was built in 1889" is a claim.
+_PLEASANTRY = re.compile(
+    r"^\s*(?:(?:i'?m )?(?:happy|glad) to (?:help|assist)|(?:that'?s a |what a )?(?:great|good|excellent) question|"
+    r"thanks? (?:you )?for (?:asking|your question)|you'?re welcome)[\s.!]*$",
+    re.IGNORECASE,
+)
 _NONCOMMITTAL = re.compile(
     r"\b(?:i don'?t know|i do not know|i'?m not sure|i am not sure|not sure|cannot (?:answer|determine|say)|"
     r"can'?t (?:answer|determine|say)|unable to (?:answer|determine)|no (?:relevant )?information)\b",
@@ -251,15 +271,29 @@ def _split_lowercase_starts(part: str) -> list[str]:
 def split_claims(answer: str) -> list[str]:
     """Atomic-ish claims: sentences, then clauses joined by ';' or ', and/but ...'. Citation markers go first.
 
-    Fragments without a content word (a lone "Yes", "Sure!") assert nothing checkable and are dropped.
+    Fragments without a content word (a lone "Yes", "Sure!") and courtesies to the user ("Would you like to know
+    more?", `is_courtesy`) assert nothing checkable and are dropped.
     """
     claims = []
     for sentence in sentences(strip_citations(answer), lowercase_starts=True):
         for clause in _CLAUSE_SPLIT.split(sentence):
             clause = clause.strip(" ,;")
-            if content_tokens(clause):
+            if content_tokens(clause) and not is_courtesy(clause):
                 claims.append(clause)
     return claims
+
+
+def is_courtesy(clause: str) -> bool:
+    """An offer, closing or pleasantry addressed to the user ("Would you like to know more?", "Hope this helps!")."""
+    return bool(_OFFER.match(clause) or _PLEASANTRY.match(clause))
+
+
+def without_courtesies(answer: str) -> str:
+    """The answer without its courtesy sentences, for the features read off the whole answer, so "… in 1889. Would
+    you like to know more?" reads as "… in 1889."; unchanged when it has none, or is nothing else."""
+    parts = sentences(answer, lowercase_starts=True)
+    kept = [part for part in parts if not is_courtesy(part)]
+    return " ".join(kept) if kept and len(kept) < len(parts) else answer
 
 
 def plain_tokens(text: str) -> list[str]:

@@ -208,6 +208,38 @@ async def test_a_negation_put_into_a_copied_sentence_is_contradicted() -> None:
     )
 
 
+async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
+    """v7.1. An assistant's "Would you like to know more?" asserts nothing; v7 judged it as an unsupported claim, so a
+    faithful answer that ended with one scored 0.002, below the same answer with a wrong year. A question about the
+    subject, or a pleasantry that carries a claim, is still judged."""
+    judge = LocalJudge(use_minilm=False)
+
+    async def value(answer: str) -> float:
+        sample = RagSample(question="When was the Eiffel Tower completed?", answer=answer, passages=PASSAGES)
+        result = await judge.score("faithfulness", sample)
+        assert result.value is not None
+        return result.value
+
+    plain = await value("The Eiffel Tower was completed in 1889.")
+    for courteous in (
+        "The Eiffel Tower was completed in 1889. Would you like to know more about its history?",
+        "Great question! The Eiffel Tower was completed in 1889.",
+        "The Eiffel Tower was completed in 1889. Let me know if you need anything else. Hope this helps!",
+    ):
+        assert await value(courteous) == plain, courteous
+    assert await value("The Eiffel Tower was completed in 1925. Would you like to know more?") < plain
+    assert text.split_claims("Good question, the tower was built in 1889.") == [
+        "Good question, the tower was built in 1889."
+    ]
+    assert text.split_claims("Do you like towers? It was built in 1889.") == [
+        "Do you like towers?",
+        "It was built in 1889.",
+    ]
+    # nothing but a courtesy: the answer is not emptied, and nothing supports it
+    assert text.without_courtesies("Would you like to know more?") == "Would you like to know more?"
+    assert await value("Would you like to know more?") < judge.faithfulness_threshold
+
+
 @pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")
 def test_fitted_on_one_kind_the_judge_beats_overlap_on_the_other() -> None:
     """Issue 23's criterion, leave-one-kind-out on the fitting split with the shipped design (lexical v6 features,

@@ -1,5 +1,5 @@
 """The labelled data beside the dev data: the converter of public releases (benchmarks/faithfulness_data.py), the
-SummEdits rows it made (data/faithfulness/), and reading several files, gzipped or not, as one set."""
+SummEdits and FaithDial audit rows it made (data/faithfulness/), and reading several files, gzipped or not, as one set."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tests.judges.conftest import DEV_DATA
 
 REPO = Path(__file__).resolve().parents[2]
 SUMMEDITS = REPO / "data" / "faithfulness" / "summedits.jsonl.gz"
+FAITHDIAL_AUDIT = REPO / "data" / "faithfulness" / "faithdial_audit.jsonl.gz"
 sys.path.insert(0, str(REPO / "benchmarks"))
 import faithfulness_data  # noqa: E402
 import kappa_prevalence  # noqa: E402
@@ -77,6 +78,57 @@ def test_begin_tsv_conversion_keeps_generic_replies_unlabelled(tmp_path: Path) -
         (True, "tc", "grounded_dialogue"),
         (False, "tc", "grounded_dialogue"),
     ]
+
+
+def test_faithdial_audit_conversion_maps_the_taxonomy(tmp_path: Path) -> None:
+    """The model files and the people's file name their columns differently; labels come lower-cased, with the
+    release's own typos, and "uncooperative" beside "entailment" is still entailed."""
+    (tmp_path / "GPT2").mkdir()
+    (tmp_path / "gold").mkdir()
+    knowledge = "The NFL has 32 teams, split into two conferences."
+    (tmp_path / "GPT2" / "gpt2_processed_wow.csv").write_text(
+        "knowledge,history,gpt2,begin_label,vrm_label\n"
+        f'"{knowledge}",do you like football?,The NFL has 32 teams .,entailment,edification\n'
+        f'"{knowledge}",ok,"Yes, the NFL has 32 teams in two conferences .","entailmentt,uncooperative",ack\n'
+        f'"{knowledge}",ok,The NFL has 40 teams .,"entailment,hallucination",edification\n'
+        f'"{knowledge}",ok,cool,generic,ack\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "gold" / "topical.csv").write_text(
+        "evidence,history,response,BEGIN,VRM\n"
+        f'"{knowledge}",hi,Do you like football?,Entailment,question\n'
+        f'"{knowledge}",hi,The NFL was founded on the moon.,Hallucination,disclosure\n'
+        f'"{knowledge}",hi,Sure.,Uncooperative,ack\n'
+        f'"{knowledge}",hi,Not annotated.,,ack\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "audit.jsonl"
+    assert faithfulness_data.main(["faithdial-audit", str(tmp_path), str(out)]) == 0
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["meta"]["generator"], r["subset"], r["label"]["faithful"]) for r in written] == [
+        ("gpt2", "wow", True),
+        ("gpt2", "wow", True),
+        ("gpt2", "wow", False),
+        ("gpt2", "wow", None),
+        ("gold", "topicalchat", True),
+        ("gold", "topicalchat", False),
+        ("gold", "topicalchat", None),
+    ]  # the unannotated gold row is left out
+    assert written[0]["question"] == "do you like football?" and written[0]["context"] == [knowledge]
+    assert len({r["group"] for r in written}) == 1  # one knowledge text, one group
+    assert {r.task for r in load_rows(out)} == {"grounded_dialogue"}
+
+
+@pytest.mark.skipif(not FAITHDIAL_AUDIT.exists(), reason="data/faithfulness/faithdial_audit.jsonl.gz is absent")
+def test_shipped_faithdial_audit_rows() -> None:
+    rows = load_rows(FAITHDIAL_AUDIT)
+    assert len(rows) == 2194
+    assert {r.subset for r in rows} == {"wow", "cmu", "topicalchat"}
+    assert 0.2 < sum(r.faithful for r in rows) / len(rows) < 0.3
+    sides: dict[str, set[bool]] = defaultdict(set)
+    for row in rows:
+        sides[row.group].add(is_heldout(row.split_key))
+    assert all(len(s) == 1 for s in sides.values())
 
 
 @pytest.mark.skipif(not SUMMEDITS.exists(), reason="data/faithfulness/summedits.jsonl.gz is absent")

@@ -1,5 +1,6 @@
 """The labelled data beside the dev data: the converter of public releases (benchmarks/faithfulness_data.py), the
-SummEdits and FaithDial audit rows it made (data/faithfulness/), and reading several files, gzipped or not, as one set."""
+SummEdits and FaithDial audit rows it made (data/faithfulness/), and reading several files, gzipped or not, as one
+set."""
 
 from __future__ import annotations
 

@@ -233,6 +233,58 @@ v7, MiniLM set (2026-12-03; lexical v7's features plus sim_sentence; `--features
     L2 6    LOKO 0.578, 0.718   in 0.749, 0.897   pooled 0.752, 0.832 (kept: the least penalty that beats overlap
             leave-one-kind-out; MiniLM v6 had 0.570 / 0.713, 0.741 / 0.900, 0.749 / 0.790)
     Held-out, read once: BEGIN 0.788, HaluEval 0.848 — behind lexical v7 in every cell, as v6 was.
+
+v7.1 (2026-12-03): a courtesy to the user ("Would you like to know more?", "Great question!"; text.is_courtesy) is no
+claim and no part of the answer the features read. v7 scored "The Eiffel Tower was completed in 1889. Would you like
+to know more about its history?" 0.002 and "… completed in 1925. Would you like to know more?" 0.203. One dev answer
+has one ("Good question ! I did n't realize …"); refitted, the weights moved by < 0.01, every table cell by ≤ 0.002.
+
+A third dialogue label set (2026-12-03): data/faithfulness/faithdial_audit.jsonl.gz (FaithDial's data audit, MIT;
+data/README.md), 2,194 replies labelled by other annotators. v7 on all of it (read before any design below): κ 0.517
+against overlap's 0.569, AUC 0.802 against 0.874 — below overlap. Probes on its fitting rows (`… dev.jsonl
+data/faithfulness/faithdial_audit.jsonl.gz`, 5-fold × 1, judge / overlap κ for begin, audit, QA):
+    v7 as shipped                        LOKO 0.706 / 0.579, 0.507 / 0.529, 0.627 / 0.636
+                                         pooled 0.736 / 0.675, 0.563 / 0.528, 0.740 / 0.665
+    --balance-kinds                      pooled 0.720, 0.550, 0.843
+    --threshold-kinds begin,halueval_qa  pooled 0.725, 0.558, 0.740
+    --drop question                      LOKO audit 0.514; pooled 0.726, 0.549, 0.746
+    --drop question,second_person        LOKO audit 0.536; pooled 0.732, 0.557, 0.746
+    … and first_person,opinion too       LOKO audit 0.519; pooled 0.707, 0.546, 0.750
+    Univariate AUC of each feature on one-claim answers is alike on BEGIN and the audit (aligned_share 0.917 / 0.874,
+    answer_overlap 0.893 / 0.888); the model is not. Zeroing one weight of v7 at a time (no refit), the audit's AUC on
+    one-claim / several-claim answers moves most for question (+0.043 / +0.113), second_person (+0.015 / +0.043) and
+    sentence_coverage (+0.033 / +0.027), BEGIN's by −0.004 or less. The two label sets disagree on questions and the
+    speaker's asides: the dev data labels 173 of its 174 labelled question replies unattributable, the audit 44 % of
+    its question-only replies faithful. Left out of the claims when the answer has others, a question costs 6 BEGIN
+    fitting answers (statements supported, labelled unattributable for the question) and gains about as many audit
+    ones. Not built: the shipped judge keeps the dev data's convention, and the README says which it is.
+
+v8 (2026-12-03): a passage sentence that opens with a pronoun (It, He, She, They, Its, His, Her, Their) is read with
+the first run of capitalised words of the sentence before in its place (text.passage_sentences), in both sentence
+indexes. v7.1 scored "The Eiffel Tower was completed in 1889." 0.469 against "The Eiffel Tower is … in Paris. It was
+completed in 1889 …", under its threshold ("It was completed in 1889." 0.885). 121 BEGIN and 126 HaluEval dev rows
+have such a passage sentence; with v7.1's weights it flips one fitting answer. 5-fold × 3, judge κ:
+                                                   BEGIN                      HaluEval
+                                          LOKO    in     pooled      LOKO    in     pooled
+    v7.1                                  0.594   0.752  0.753       0.747   0.921  0.857
+    every capitalised word of the sentence before
+                                          0.590   0.752  0.751       0.689   0.914  0.830
+    its first run of them (kept: v8)      0.590   0.752  0.753       0.742   0.917  0.846
+    … without the possessives             0.590   0.752  0.753       0.742   0.917  0.846
+    By source (`--kind-key subset`), cmu / wow, v8 (v7): LOKO 0.754 (0.754) / 0.604 (0.673), in 0.701 (0.685) /
+    0.746 (0.748), pooled 0.760 (0.766) / 0.748 (0.750): CMU-DoG fitted alone is above overlap (0.696) again; Wizard
+    of Wikipedia left out (fitted on CMU-DoG's 147 rows and QA) falls. With the audit (5-fold × 1): audit left out
+    0.510 (v7.1 0.507). Kept for the answers that name what a passage calls "it": the dev data cannot show them
+    (Wizard of Wikipedia's passages are one sentence, a faithful HaluEval answer a short span), and the cells it
+    costs are within the folds' noise but one, the least stable.
+    MiniLM v8 (`--features minilm`): L2 6 / 8 / 10 / 20 LOKO BEGIN 0.417 / 0.445 / 0.574 / 0.561 against 0.564; L2 10
+    kept (in 0.742 / 0.891, pooled 0.735 / 0.786, LOKO QA 0.713).
+    Read once after the design was fixed: held-out BEGIN 0.793 (v7 0.793), HaluEval 0.869 (0.880); MiniLM v8 0.789 /
+    0.837; Topical-Chat 0.729 (0.729); the audit 0.519 (0.517), held-out with thresholds fitted on its fitting rows
+    0.612 against overlap's 0.617; SummEdits held-out −0.020, with the threshold fitted on its fitting rows 0.120
+    against overlap's 0.012. Fitting on dev and audit rows (5-fold × 3): pooled 0.729 / 0.561 / 0.736 (begin / audit /
+    QA), `--balance-kinds` 0.717 / 0.547 / 0.828; left out BEGIN 0.691 (fitted on the audit and QA) against 0.590
+    fitted on QA alone — the audit carries dialogue to BEGIN better than QA does, while costing BEGIN and QA pooled.
 """
 
 from __future__ import annotations
@@ -256,8 +308,8 @@ from ragmon.judges.local_model import CAP_FEATURES, MODELS, answer_probability
 from ragmon.judges.support_features import FEATURE_SETS
 
 # Penalty on standardised weights (per answer-mean loss × n), per feature set: chosen by k-fold kappa on the fitting
-# split (design log).
-L2 = {"lexical": 3.0, "minilm": 6.0}
+# split and, for MiniLM, as the least that beats overlap leave-one-kind-out (design log).
+L2 = {"lexical": 3.0, "minilm": 10.0}
 STEPS = 3000
 LEARNING_RATE = 0.05
 

@@ -84,7 +84,7 @@ class SentenceIndex:
         windows: list[frozenset[str]] = []
         for passage in passages:
             own = []
-            for sentence in text.sentences(passage):
+            for sentence in text.passage_sentences(passage):
                 content = tuple(text.content_tokens(sentence))
                 words = tuple(text.stem(t) for t in text.tokens(sentence))
                 numbers = frozenset(text.numbers(sentence))

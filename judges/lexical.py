@@ -80,7 +80,7 @@ class PassageIndex:
             bigrams.update(itertools.pairwise(content))
             nums.update(text.numbers(passage))
             words.update(text.tokens(passage))
-            for sentence in text.sentences(passage):
+            for sentence in text.passage_sentences(passage):
                 sentence_rows.append((frozenset(text.content_tokens(sentence)), text.has_negation(sentence)))
         return cls(
             frozenset(stems),

@@ -255,6 +255,38 @@ def sentences(text: str, *, lowercase_starts: bool = False) -> list[str]:
     return out
 
 
+# A passage sentence that opens with a pronoun ("It was completed in 1889") speaks of what the sentence before named
+# ("The Eiffel Tower is … in Paris"), where an answer names it: "The Eiffel Tower was completed in 1889".
+_LEADING_PRONOUN = re.compile(r"^(?:It|He|She|They|Its|His|Her|Their)\b")
+
+
+def passage_sentences(passage: str) -> list[str]:
+    """The passage's sentences (`sentences`), a leading pronoun replaced by the first names of the sentence before,
+    so a claim that names its subject meets the sentence that says "it": after "The Eiffel Tower is … in Paris.",
+    "It was completed in 1889" reads "The Eiffel Tower was completed in 1889". A cheap stand-in for resolving the
+    reference: the first run of capitalised words is taken for the subject, which it often is in reference text."""
+    out: list[str] = []
+    for sentence in sentences(passage):
+        pronoun = _LEADING_PRONOUN.match(sentence)
+        names = _first_names(out[-1]) if pronoun and out else []
+        out.append(" ".join(names) + sentence[pronoun.end() :] if pronoun and names else sentence)
+    return out
+
+
+def _first_names(sentence: str) -> list[str]:
+    """The sentence's first run of capitalised words ("The Eiffel Tower", "Kurt Cobain"); its first word counts only
+    when the next is capitalised too, since every sentence's first word is."""
+    words = [w.strip(".,;:!?\"'()[]“”") for w in sentence.split()]
+    run: list[str] = []
+    for i, word in enumerate(words):
+        capitalised = word[:1].isupper() and word != "I"
+        if capitalised and (i > 0 or (len(words) > 1 and words[1][:1].isupper())):
+            run.append(word)
+        elif run:
+            break
+    return run
+
+
 def _split_lowercase_starts(part: str) -> list[str]:
     pieces, start = [], 0
     for match in _LOWERCASE_START.finditer(part):

@@ -208,6 +208,36 @@ async def test_a_negation_put_into_a_copied_sentence_is_contradicted() -> None:
     )
 
 
+async def test_a_claim_that_names_what_the_passage_calls_it_is_supported() -> None:
+    """v8. Reference text names its subject once and then says "it"; an answer names it again. v7.1 scored "The
+    Eiffel Tower was completed in 1889" 0.469 against "The Eiffel Tower is … in Paris. It was completed in 1889",
+    under its threshold, while "It was completed in 1889" scored 0.885."""
+    passage = (
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris. It was completed in 1889 and is 330 metres tall. "
+        "Its design came from the company of Gustave Eiffel."
+    )
+    assert text.passage_sentences(passage) == [
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris.",
+        "The Eiffel Tower was completed in 1889 and is 330 metres tall.",
+        "The Eiffel Tower design came from the company of Gustave Eiffel.",
+    ]
+    # the first word of a sentence is a name only beside another; a pronoun with no sentence before stays
+    assert text.passage_sentences("Bananas are yellow. It is a fruit.") == ["Bananas are yellow.", "It is a fruit."]
+    assert text.passage_sentences("It rains. They stay in.") == ["It rains.", "They stay in."]
+    judge = LocalJudge(use_minilm=False)
+
+    async def value(answer: str) -> float:
+        sample = RagSample(question="Tell me about the Eiffel Tower.", answer=answer, passages=[passage])
+        result = await judge.score("faithfulness", sample)
+        assert result.value is not None
+        return result.value
+
+    for supported in ("The Eiffel Tower was completed in 1889.", "The Eiffel Tower is 330 metres tall."):
+        assert await value(supported) >= judge.faithfulness_threshold, supported
+    for invented in ("The Eiffel Tower was completed in 1925.", "The Eiffel Tower was designed by Thomas Edison."):
+        assert await value(invented) < judge.faithfulness_threshold, invented
+
+
 async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
     """v7.1. An assistant's "Would you like to know more?" asserts nothing; v7 judged it as an unsupported claim, so a
     faithful answer that ended with one scored 0.002, below the same answer with a wrong year. A question about the

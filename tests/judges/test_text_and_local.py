@@ -116,12 +116,17 @@ async def test_local_context_and_answer_relevance() -> None:
     relevance = await judge.score("context_relevance", sample)
     assert relevance.status is Status.OK and relevance.value is not None and 0 < relevance.value < 1
     # Recall: each reference statement checked like a claim. "Gustave Eiffel's company built the tower" is in one
-    # passage sentence; "The Eiffel Tower is 330 metres tall" is not — the height is in the sentence after, as
-    # "It is …" — and a lexical judge cannot resolve "It": a known weakness, kept visible.
+    # passage sentence; "The Eiffel Tower is 330 metres tall" is in the sentence after "The Eiffel Tower was
+    # completed in 1889.", as "It is 330 metres tall …": v8 reads that "It" as the sentence before's first names
+    # (text.passage_sentences); v7 could not, and found the statement unsupported.
     reference = "Gustave Eiffel's company built the tower. The Eiffel Tower is 330 metres tall."
     recall = await judge.score("context_recall", sample.model_copy(update={"reference": reference}))
-    assert recall.value == 0.5
-    assert [c.verdict for c in recall.claims] == [Verdict.SUPPORTED, Verdict.UNSUPPORTED]
+    assert recall.value == 1.0
+    assert [c.verdict for c in recall.claims] == [Verdict.SUPPORTED, Verdict.SUPPORTED]
+    # a statement the passages do not make stays unsupported, named subject or not
+    invented = "The Eiffel Tower is 500 metres tall."
+    recall = await judge.score("context_recall", sample.model_copy(update={"reference": invented}))
+    assert [c.verdict for c in recall.claims] != [Verdict.SUPPORTED]
     answer = await judge.score("answer_relevance", sample)
     assert answer.status is Status.OK and answer.value is not None and answer.value > 0.3
     dunno = await judge.score("answer_relevance", sample.model_copy(update={"answer": "I don't know."}))

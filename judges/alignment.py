@@ -155,10 +155,8 @@ def negated_copy(claim_tokens: Sequence[str], sentence: Sentence) -> bool:
 
 
 def _copies(stems: set[str], sentence: Sentence) -> bool:
-    """The sentence holds COPY_COVERAGE of the claim's content stems, a negated contraction ("isn't", a
-    content token to text.content_tokens) not counted."""
-    plain = {s for s in stems if not s.endswith("n't")}
-    return bool(plain) and len(plain & sentence.stems) >= COPY_COVERAGE * len(plain)
+    """The sentence holds COPY_COVERAGE of the claim's content stems."""
+    return bool(stems) and len(stems & sentence.stems) >= COPY_COVERAGE * len(stems)
 
 
 def order_swaps(claim_content: Sequence[str], sentence: Sentence) -> float:

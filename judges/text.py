@@ -366,8 +366,13 @@ def stem(word: str) -> str:
 
 
 def content_tokens(text: str) -> list[str]:
-    """Stemmed tokens that carry content (no stopwords, no negations, no lone letters)."""
-    return [stem(t) for t in tokens(text) if t not in STOPWORDS and t not in NEGATIONS and len(t) > 1]
+    """Stemmed tokens that carry content (no stopwords, no negations — "not", "isn't", a tokenised text's "n't" —, no
+    lone letters)."""
+    return [stem(t) for t in tokens(text) if t not in STOPWORDS and not is_negation(t) and len(t) > 1]
+
+
+def is_negation(token: str) -> bool:
+    return token in NEGATIONS or token.endswith(_NEGATION_SUFFIX)
 
 
 def numbers(text: str) -> set[str]:
@@ -416,7 +421,7 @@ def _merge_number_words(words: list[str], values: set[str] | None = None) -> lis
 
 
 def has_negation(text: str) -> bool:
-    return any(t in NEGATIONS or t.endswith(_NEGATION_SUFFIX) for t in tokens(text))
+    return any(is_negation(t) for t in tokens(text))
 
 
 def is_refusal(answer: str) -> bool:

@@ -290,6 +290,9 @@ fitting answer. 5-fold × 3, judge κ:
     / QA), `--balance-kinds` 0.717 / 0.543 / 0.821; left out, BEGIN 0.687 (fitted on the audit and QA) against 0.592
     fitted on QA alone, the audit 0.500 against overlap's 0.529 — the audit carries dialogue to BEGIN better than QA
     does, while costing BEGIN and QA pooled.
+    Probe after v8 (not kept): a name the question has is not missing (name_miss; "Swan Lake is a story about a
+    princess …" after "What is Swan Lake about?", against a passage that never names the ballet, scores 0.02):
+    BEGIN 0.590 / 0.754 / 0.753, HaluEval 0.723 / 0.914 / 0.842 (LOKO / in / pooled), the audit left out 0.495.
 """
 
 from __future__ import annotations

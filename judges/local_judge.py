@@ -118,7 +118,6 @@ class LocalJudge:
         self,
         *,
         faithfulness_threshold: float | None = None,
-        claim_threshold: float | None = None,
         embedder: tuple[SentenceEmbedder, str] | None = None,
         use_minilm: bool = True,
         support_features: str = "lexical",
@@ -132,10 +131,12 @@ class LocalJudge:
         self.support_model: SupportModel = MODELS[support_features]
         # claims are embedded only for a model that weighs their similarity (answer relevance embeds on its own)
         self._claim_embedder = self._embedder[0] if self._embedder and support_features == "minilm" else None
-        self.claim_threshold = self.support_model.claim_threshold if claim_threshold is None else claim_threshold
-        # The answer's probability is on its claims' scale (a one-claim answer's is its claim's support), so the
-        # model's one threshold decides both unless told otherwise.
-        self._threshold = self.claim_threshold if faithfulness_threshold is None else faithfulness_threshold
+        # The answer's probability is on its claims' scale (a one-claim answer's is its claim's support), so one
+        # threshold — the model's, or one's own — decides both, and the version names it when it is one's own (a
+        # separate claim threshold, as before v8, changed verdicts without changing the version).
+        own = faithfulness_threshold
+        self._threshold = self.support_model.claim_threshold if own is None else own
+        self.claim_threshold = self._threshold
         self.model = f"local-{self.support_model.version}"
 
     @property

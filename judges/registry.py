@@ -20,7 +20,7 @@ def _local(settings: JudgeSettings, **options: Any) -> Judge:
 
     threshold = settings.faithfulness_threshold
     if threshold is not None:
-        options = {"faithfulness_threshold": threshold, "claim_threshold": threshold, **options}
+        options = {"faithfulness_threshold": threshold, **options}
     return LocalJudge(**options)
 
 

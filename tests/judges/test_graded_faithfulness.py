@@ -238,6 +238,21 @@ async def test_a_claim_that_names_what_the_passage_calls_it_is_supported() -> No
         assert await value(invented) < judge.faithfulness_threshold, invented
 
 
+async def test_one_threshold_decides_claims_and_answers_and_is_named_in_the_version() -> None:
+    """Before v8 a claim threshold could be set apart from the answer's and changed claim verdicts without changing
+    the version; now one threshold decides both, and one's own is in the version."""
+    sample = RagSample(question="How tall is it?", answer="The Eiffel Tower is 330 metres tall.", passages=PASSAGES)
+    default, strict = LocalJudge(use_minilm=False), LocalJudge(use_minilm=False, faithfulness_threshold=0.99)
+    judged, held = await default.score("faithfulness", sample), await strict.score("faithfulness", sample)
+    assert judged.value == held.value is not None and default.faithfulness_threshold <= judged.value < 0.99
+    assert [c.verdict for c in judged.claims] == [Verdict.SUPPORTED]
+    assert [c.verdict for c in held.claims] == [Verdict.UNSUPPORTED]
+    assert strict.claim_threshold == strict.faithfulness_threshold == 0.99
+    assert "@0.99:" in strict.version and "@" not in default.version
+    with pytest.raises(TypeError):
+        LocalJudge(use_minilm=False, claim_threshold=0.9)  # type: ignore[call-arg]
+
+
 async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
     """v7.1. An assistant's "Would you like to know more?" asserts nothing; v7 judged it as an unsupported claim, so a
     faithful answer that ended with one scored 0.002, below the same answer with a wrong year. A question about the

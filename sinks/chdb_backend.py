@@ -46,6 +46,12 @@ def _params(params: Params | None) -> dict[str, str]:
     return {name: escape_param(value) for name, value in (params or {}).items()}
 
 
+def _unreadable_result(exc: Exception) -> bool:
+    """The engine's Arrow result was missing or cut short: pyarrow says so (no schema at all), or chDB's reader
+    does ("Invalid flatbuffers message", seen once in CI under the memory cap on a count query)."""
+    return isinstance(exc, pa.ArrowException) or "flatbuffers message" in str(exc)
+
+
 class ChdbBackend:
     kind = "chdb"
 
@@ -103,13 +109,13 @@ class ChdbBackend:
         with lock:
             try:
                 table = conn.query(sql + settings_clause(settings), "ArrowTable", params=_params(params))
-            except pa.ArrowInvalid as exc:
-                # No result at all, not even an empty table's schema: the query failed inside the engine without
-                # saying so (seen under the memory cap, MEMORY_LIMIT_EXCEEDED in system.errors). Worth retrying.
-                raise StoreError(
-                    f"the engine returned no result, an error it did not report ({exc})", retryable=True
-                ) from exc
             except Exception as exc:
+                if _unreadable_result(exc):
+                    # No result, or not a whole one: the query failed inside the engine without saying so (seen
+                    # under the memory cap, MEMORY_LIMIT_EXCEEDED in system.errors). Worth retrying.
+                    raise StoreError(
+                        f"the engine returned no readable result, an error it did not report ({exc})", retryable=True
+                    ) from exc
                 raise classify(str(exc)) from exc
         return table
 

@@ -55,6 +55,25 @@ def test_codes_are_classified() -> None:
     assert classify("no code at all").code is None
 
 
+def test_a_result_the_engine_cut_short_is_retryable(chdb_store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a memory cap chDB has returned no result, or one its reader cannot parse, instead of the error; a
+    reader of the store (the writer's retry, a report) must be told to try again, not that the query is wrong."""
+    import pyarrow as pa
+
+    backend = chdb_store.backend
+    for failure in (RuntimeError("Invalid flatbuffers message."), pa.ArrowInvalid("Expected to read 4 bytes")):
+
+        def broken(*args: object, failure: Exception = failure, **kwargs: object) -> None:
+            raise failure
+
+        monkeypatch.setattr(backend._reader, "query", broken)
+        with pytest.raises(StoreError) as info:
+            backend.select("SELECT 1", readonly=True)
+        assert info.value.retryable is True and "no readable result" in str(info.value)
+    monkeypatch.undo()
+    assert backend.select("SELECT 1 AS one", readonly=True).column("one").to_pylist() == [1]
+
+
 def test_second_engine_path_in_one_process_is_refused(engine_dir, tmp_path) -> None:
     keep = open_store(str(engine_dir), database="keepalive")
     try:

@@ -134,9 +134,9 @@ class LocalJudge:
         # The answer's probability is on its claims' scale (a one-claim answer's is its claim's support), so one
         # threshold — the model's, or one's own — decides both, and the version names it when it is one's own (a
         # separate claim threshold, as before v8, changed verdicts without changing the version).
-        own = faithfulness_threshold
-        self._threshold = self.support_model.claim_threshold if own is None else own
-        self.claim_threshold = self._threshold
+        self._threshold = (
+            self.support_model.claim_threshold if faithfulness_threshold is None else faithfulness_threshold
+        )
         self.model = f"local-{self.support_model.version}"
 
     @property
@@ -151,6 +151,11 @@ class LocalJudge:
 
     @property
     def faithfulness_threshold(self) -> float:
+        return self._threshold
+
+    @property
+    def claim_threshold(self) -> float:
+        """The same threshold: a claim is supported at it, as an answer is faithful."""
         return self._threshold
 
     async def aclose(self) -> None:

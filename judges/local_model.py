@@ -178,7 +178,7 @@ LEXICAL = SupportModel(
 # v6.1: as lexical v6.1. v7: lexical v7's features and claims plus the similarity, refitted at L2 6 (still the least
 # penalty that beats overlap leave-one-kind-out on BEGIN: L2 3 / 4 give 0.546 / 0.553 against 0.564). v7.1: as lexical
 # v7.1. v8: lexical v8's passage sentences, refitted at L2 10, again the least penalty that beats overlap
-# leave-one-kind-out on BEGIN (L2 6 / 8: 0.417 / 0.445 against 0.564; L2 10: 0.574).
+# leave-one-kind-out on BEGIN (L2 8: 0.444 against 0.564; L2 10: 0.576).
 MINILM = SupportModel(
     version="minilm-lr-v8",
     feature_set="minilm",

@@ -97,11 +97,10 @@ TRANSFER_FEATURES = (
     hinge_name("coverage", 0.8),  # the one hinge that helps QA without costing dialogue's transfer
     "sentence_root_coverage",  # v7
 )
-# v7 of the MiniLM set: the lexical set plus the claim-to-sentence similarity.
+# The MiniLM set (v7 on): the lexical set plus the claim-to-sentence similarity (design log).
 MINILM_FEATURES = (*TRANSFER_FEATURES, *SEMANTIC_FEATURES)
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "lexical": TRANSFER_FEATURES,
-    # v6 of the MiniLM set: the lexical set plus the claim-to-sentence similarity (design log).
     "minilm": MINILM_FEATURES,
 }
 

@@ -293,6 +293,34 @@ fitting answer. 5-fold × 3, judge κ:
     Probe after v8 (not kept): a name the question has is not missing (name_miss; "Swan Lake is a story about a
     princess …" after "What is Swan Lake about?", against a passage that never names the ballet, scores 0.02):
     BEGIN 0.590 / 0.754 / 0.753, HaluEval 0.723 / 0.914 / 0.842 (LOKO / in / pooled), the audit left out 0.495.
+
+v9 (2026-12-05): an affirmation of the user's turn ("I agree.", "Yes, that's true!", "Exactly.", "You're right.";
+text.is_affirmation) is no claim and no part of the answer the features read, as a courtesy is. Found reading v8's
+misses on Topical-Chat (BEGIN's dev file, not in the dev data): 4 of its 21 faithful replies called unfaithful
+opened with one, judged as a claim of support 0.01–0.17 ("I agree. He's been the Patriots' most indispensable player
+…": 0.14). Probes with v8's weights, no refit (all dev rows; judge κ dev / Topical-Chat / audit):
+    v8                                                  0.794 / 0.739 / 0.511
+    the affirmation judged as the user's turn it agrees with (its statements)
+                                                        0.791 / 0.708 / 0.511 (the user's turn is mostly opinion)
+    the affirmation no claim                            0.795 / 0.770 / 0.511
+    a reaction no claim too ("That's cool!", "Wow", "Interesting"): on the 67 dev answers with an affirmation or a
+    reaction, 56 → 49 right (BEGIN labels a reply that reacts unattributable), so reactions stay claims.
+Refitted (5-fold × 3, judge κ, LOKO / in / pooled):
+                                                   BEGIN                      HaluEval
+    v8                                    0.592   0.755  0.751       0.727   0.917  0.845
+    v9, affirmations no claims            0.596   0.758  0.761       0.737   0.917  0.851
+    v9, … nor part of the answer's text   0.597   0.757  0.760       0.737   0.917  0.848 (kept: one rule for
+                                                                     courtesies and affirmations)
+    By source, cmu / wow: LOKO 0.754 / 0.611, in 0.701 / 0.754, pooled 0.757 / 0.755 (v8 0.754 / 0.606, 0.701 /
+    0.748, 0.751 / 0.746). MiniLM v9 at L2 10: LOKO 0.580 / 0.708, in 0.751 / 0.891, pooled 0.754 / 0.803.
+    Read once after: held-out BEGIN 0.796 (v8 0.793), HaluEval 0.869 (0.869); MiniLM v9 0.789 / 0.837; Topical-Chat
+    0.780 (designed on, see above); the audit 0.511 (0.510), held-out with fitted thresholds 0.606 against 0.617;
+    SummEdits held-out −0.011 (−0.021), fitted threshold 0.125 (0.125) against 0.012.
+    Probe, a second judge for the audit's convention (not kept): fitted on the audit's and QA's fitting rows alone
+    (dev.jsonl's halueval_qa lines and the audit file, `--balance-kinds`; 5-fold × 3 pooled audit 0.524 against
+    0.506, QA 0.873 against 0.788; in the audit alone 0.582 against 0.522), it reads 0.593 on the audit's held-out
+    rows against overlap's 0.617 (AUC 0.885 against 0.884), BEGIN held-out 0.715, Topical-Chat 0.538. Even fitted on
+    those labels the features rank them no better than overlap, so no convention switch ships.
 """
 
 from __future__ import annotations

@@ -199,8 +199,9 @@ class LocalJudge:
     def claim_feature_rows(
         self, claims: Sequence[str], passages: Sequence[str], answer: str, question: str = ""
     ) -> list[dict[str, float]]:
-        # a courtesy ("Would you like to know more?") is no claim, nor part of the answer the features read
-        answer = text.without_courtesies(answer)
+        # a remark to the user ("Would you like to know more?", "I agree.") is no claim, nor part of the answer the
+        # features read
+        answer = text.without_remarks_to_user(answer)
         return claim_features(claims, answer, Evidence.build(passages), self._claim_embedder, question)
 
     def claim_verdicts(

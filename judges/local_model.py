@@ -142,33 +142,38 @@ def contradicts(features: Mapping[str, float]) -> bool:
 # (text.passage_sentences), so "The Eiffel Tower was completed in 1889" meets "… It was completed in 1889" (v7.1:
 # 0.469, under the threshold; v8: 0.933); a negated contraction ("isn't") is a negation, not a content word.
 # Refitted at L2 3, τ 3; the weights moved by at most 0.27 (coverage_over_0.8), most by under 0.07.
+# v9: an affirmation of what the user said ("I agree.", "Yes, that's true!", text.is_affirmation) is no claim and no
+# part of the answer the features read, as a courtesy is; v8 judged it as an unsupported claim, so "I agree. He's been
+# the Patriots' most indispensable player after Tom Brady." scored 0.14 beside the passage that says so. Refitted at L2
+# 3, τ 3: 5-fold × 3 every cell of the transfer table moved up (pooled BEGIN 0.751 → 0.760, HaluEval 0.845 → 0.848;
+# leave-one-kind-out 0.592 → 0.597, 0.727 → 0.737).
 LEXICAL = SupportModel(
-    version="lexical-lr-v8",
+    version="lexical-lr-v9",
     feature_set="lexical",
     weights={
-        "answer_overlap": 1.0224,
-        "answer_sentence_coverage": 1.2652,
-        "sentence_coverage": -3.6172,
-        "long_word_coverage": 0.8282,
-        "aligned_share": 2.9528,
-        "novel_word_share": -0.6971,
-        "new_word_coverage": 1.8944,
-        "best_sentence_missing": -1.6277,
-        "order_swaps": -0.7102,
-        "question_share": -4.4665,
-        "name_miss": -3.8077,
-        "number_conflict": -1.9188,
-        "negation_mismatch": -0.9665,
-        "opinion": -1.1877,
-        "first_person": -0.5939,
-        "second_person": -1.2044,
-        "question": -3.8703,
-        "reply_opener": -0.3360,
-        "coverage_over_0.8": -4.4980,
-        "sentence_root_coverage": 1.5592,
+        "answer_overlap": 0.7496,
+        "answer_sentence_coverage": 0.9002,
+        "sentence_coverage": -3.1973,
+        "long_word_coverage": 0.7585,
+        "aligned_share": 2.9488,
+        "novel_word_share": -0.7581,
+        "new_word_coverage": 1.9600,
+        "best_sentence_missing": -1.4981,
+        "order_swaps": -0.7645,
+        "question_share": -5.1294,
+        "name_miss": -3.7378,
+        "number_conflict": -1.9494,
+        "negation_mismatch": -0.9698,
+        "opinion": -1.2402,
+        "first_person": -0.5331,
+        "second_person": -1.2457,
+        "question": -3.8148,
+        "reply_opener": -0.3752,
+        "coverage_over_0.8": -4.1715,
+        "sentence_root_coverage": 1.8009,
     },
-    bias=-2.3690,
-    claim_threshold=0.5386,
+    bias=-2.4583,
+    claim_threshold=0.5266,
     temperature=3.0,
 )
 
@@ -178,35 +183,36 @@ LEXICAL = SupportModel(
 # v6.1: as lexical v6.1. v7: lexical v7's features and claims plus the similarity, refitted at L2 6 (still the least
 # penalty that beats overlap leave-one-kind-out on BEGIN: L2 3 / 4 give 0.546 / 0.553 against 0.564). v7.1: as lexical
 # v7.1. v8: lexical v8's passage sentences, refitted at L2 10, again the least penalty that beats overlap
-# leave-one-kind-out on BEGIN (L2 8: 0.444 against 0.564; L2 10: 0.576).
+# leave-one-kind-out on BEGIN (L2 8: 0.444 against 0.564; L2 10: 0.576). v9: lexical v9's claims (an affirmation is
+# none), refitted at L2 10: leave-one-kind-out 0.580 / 0.708, pooled 0.754 / 0.803 (v8 0.576 / 0.718, 0.739 / 0.789).
 MINILM = SupportModel(
-    version="minilm-lr-v8",
+    version="minilm-lr-v9",
     feature_set="minilm",
     weights={
-        "answer_overlap": 0.7285,
-        "answer_sentence_coverage": 0.4970,
-        "sentence_coverage": -1.5578,
-        "long_word_coverage": 0.7926,
-        "aligned_share": 1.9633,
-        "novel_word_share": -0.8180,
-        "new_word_coverage": 1.2508,
-        "best_sentence_missing": -1.3587,
-        "order_swaps": -0.9498,
-        "question_share": -3.2076,
-        "name_miss": -2.6523,
-        "number_conflict": -1.8045,
-        "negation_mismatch": -0.9985,
-        "opinion": -1.0199,
-        "first_person": -0.6390,
-        "second_person": -1.1553,
-        "question": -2.7166,
-        "reply_opener": -0.2681,
-        "coverage_over_0.8": -1.8920,
-        "sentence_root_coverage": 1.1076,
-        "sim_sentence": 0.1753,
+        "answer_overlap": 0.4795,
+        "answer_sentence_coverage": 0.2207,
+        "sentence_coverage": -1.3117,
+        "long_word_coverage": 0.7318,
+        "aligned_share": 1.9965,
+        "novel_word_share": -0.8932,
+        "new_word_coverage": 1.3465,
+        "best_sentence_missing": -1.2641,
+        "order_swaps": -0.9686,
+        "question_share": -3.5901,
+        "name_miss": -2.5936,
+        "number_conflict": -1.8141,
+        "negation_mismatch": -0.9836,
+        "opinion": -1.0614,
+        "first_person": -0.5858,
+        "second_person": -1.1779,
+        "question": -2.6625,
+        "reply_opener": -0.3115,
+        "coverage_over_0.8": -1.6891,
+        "sentence_root_coverage": 1.3333,
+        "sim_sentence": 0.2461,
     },
-    bias=-2.0386,
-    claim_threshold=0.5047,
+    bias=-2.1503,
+    claim_threshold=0.5042,
     temperature=3.0,
 )
 
@@ -227,4 +233,6 @@ RETIRED_THRESHOLDS = {
     "minilm-lr-v7": 0.5172,
     "lexical-lr-v7.1": 0.5424,
     "minilm-lr-v7.1": 0.5378,
+    "lexical-lr-v8": 0.5386,
+    "minilm-lr-v8": 0.5047,
 }

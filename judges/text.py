@@ -222,6 +222,20 @@ _PLEASANTRY = re.compile(
     r"thanks? (?:you )?for (?:asking|your question)|you'?re welcome)[\s.!]*$",
     re.IGNORECASE,
 )
+# An affirmation agrees with what the user just said ("I agree.", "That's true!", "Exactly.", "You're right.") and
+# states nothing of its own the passages could support: v9 makes it no claim. v8 judged it as an unsupported one, so
+# "I agree. He's been the Patriots' most indispensable player …" scored 0.14 beside a passage stating it (a reply's
+# lone "Yes" was already no claim, having no content word). Only when it is the whole clause, after any interjections:
+# "I agree that the tower is 330 metres tall" is a claim. A reaction ("That's cool!", "Wow, amazing") stays a claim,
+# an opinion the dev data's labels call unattributable.
+_AFFIRMATION = re.compile(
+    r"^\s*(?:(?:yes|yeah|yea|yep|oh|well|haha|lol|ok|okay|so)[\s,!.]*)*"
+    r"(?:i (?:totally |completely |definitely |do )?agree(?: with (?:you|that))?|"
+    r"(?:that|it)(?:'s| is| was) (?:so |very |definitely |absolutely )?(?:true|right|correct)|(?:so |very )?true|"
+    r"exactly|definitely|absolutely|for sure|you(?:'re| are) (?:so |absolutely )?right|right)"
+    r"(?: too| as well)?[\s.!,]*$",
+    re.IGNORECASE,
+)
 _NONCOMMITTAL = re.compile(
     r"\b(?:i don'?t know|i do not know|i'?m not sure|i am not sure|not sure|cannot (?:answer|determine|say)|"
     r"can'?t (?:answer|determine|say)|unable to (?:answer|determine)|no (?:relevant )?information)\b",
@@ -303,14 +317,15 @@ def _split_lowercase_starts(part: str) -> list[str]:
 def split_claims(answer: str) -> list[str]:
     """Atomic-ish claims: sentences, then clauses joined by ';' or ', and/but ...'. Citation markers go first.
 
-    Fragments without a content word (a lone "Yes", "Sure!") and courtesies to the user ("Would you like to know
-    more?", `is_courtesy`) assert nothing checkable and are dropped.
+    Fragments without a content word (a lone "Yes", "Sure!"), courtesies to the user ("Would you like to know
+    more?", `is_courtesy`) and affirmations of what the user said ("I agree.", `is_affirmation`) assert nothing
+    checkable and are dropped.
     """
     claims = []
     for sentence in sentences(strip_citations(answer), lowercase_starts=True):
         for clause in _CLAUSE_SPLIT.split(sentence):
             clause = clause.strip(" ,;")
-            if content_tokens(clause) and not is_courtesy(clause):
+            if content_tokens(clause) and not is_remark_to_user(clause):
                 claims.append(clause)
     return claims
 
@@ -320,11 +335,22 @@ def is_courtesy(clause: str) -> bool:
     return bool(_OFFER.match(clause) or _PLEASANTRY.match(clause))
 
 
-def without_courtesies(answer: str) -> str:
-    """The answer without its courtesy sentences, for the features read off the whole answer, so "… in 1889. Would
-    you like to know more?" reads as "… in 1889."; unchanged when it has none, or is nothing else."""
+def is_affirmation(clause: str) -> bool:
+    """Agreement with the user's last turn and nothing more ("I agree.", "Yes, that's true!", "Exactly.")."""
+    return bool(_AFFIRMATION.match(clause))
+
+
+def is_remark_to_user(clause: str) -> bool:
+    """A courtesy or an affirmation: the clause speaks to the user, not about the world, so it is no claim."""
+    return is_courtesy(clause) or is_affirmation(clause)
+
+
+def without_remarks_to_user(answer: str) -> str:
+    """The answer without its sentences that are remarks to the user (`is_remark_to_user`), for the features read
+    off the whole answer, so "… in 1889. Would you like to know more?" reads as "… in 1889."; unchanged when it has
+    none, or is nothing else."""
     parts = sentences(answer, lowercase_starts=True)
-    kept = [part for part in parts if not is_courtesy(part)]
+    kept = [part for part in parts if not is_remark_to_user(part)]
     return " ".join(kept) if kept and len(kept) < len(parts) else answer
 
 

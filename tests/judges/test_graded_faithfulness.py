@@ -281,8 +281,34 @@ async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
         "It was built in 1889.",
     ]
     # nothing but a courtesy: the answer is not emptied, and nothing supports it
-    assert text.without_courtesies("Would you like to know more?") == "Would you like to know more?"
+    assert text.without_remarks_to_user("Would you like to know more?") == "Would you like to know more?"
     assert await value("Would you like to know more?") < judge.faithfulness_threshold
+
+
+async def test_an_affirmation_of_what_the_user_said_is_not_judged_as_a_claim() -> None:
+    """v9. "I agree." or "Yes, that's true!" agrees with the user's turn and states nothing the passages could
+    support; v8 judged it as an unsupported claim, so a reply that agreed and then stated a passage's fact scored
+    0.14. A clause that agrees *that* something holds is still a claim, and so is a reaction ("That's so cool!")."""
+    judge = LocalJudge(use_minilm=False)
+
+    async def value(answer: str) -> float:
+        sample = RagSample(question="The tower is really old, isn't it?", answer=answer, passages=PASSAGES)
+        result = await judge.score("faithfulness", sample)
+        assert result.value is not None
+        return result.value
+
+    plain = await value("The Eiffel Tower was completed in 1889.")
+    assert plain >= judge.faithfulness_threshold
+    for affirmation in ("I agree.", "Yes, that's true!", "Exactly.", "Yeah, you're right.", "i agree with you ."):
+        assert text.is_affirmation(affirmation), affirmation
+        assert await value(f"{affirmation} The Eiffel Tower was completed in 1889.") == pytest.approx(plain)
+    # agreeing does not rescue a wrong fact
+    assert await value("I agree. The Eiffel Tower was completed in 1925.") < judge.faithfulness_threshold
+    agreeing_that = "I agree that the tower was built in 1925."
+    assert text.split_claims(agreeing_that) == [agreeing_that]
+    assert text.split_claims("That's so cool! It was built in 1889.") == ["That's so cool!", "It was built in 1889."]
+    # nothing but an affirmation: the answer is not emptied, and nothing supports it
+    assert await value("I agree.") < judge.faithfulness_threshold
 
 
 @pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")

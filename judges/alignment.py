@@ -79,12 +79,14 @@ class SentenceIndex:
     passage_numbers: frozenset[str]
 
     @classmethod
-    def build(cls, passages: Sequence[str]) -> SentenceIndex:
+    def build(cls, passages: Sequence[str], split: Sequence[Sequence[str]] | None = None) -> SentenceIndex:
+        """`split`: each passage's sentences (text.passage_sentences), when the caller has them already."""
+        split = [text.passage_sentences(p) for p in passages] if split is None else split
         sentences: list[Sentence] = []
         windows: list[frozenset[str]] = []
-        for passage in passages:
+        for passage_sentences in split:
             own = []
-            for sentence in text.passage_sentences(passage):
+            for sentence in passage_sentences:
                 content = tuple(text.content_tokens(sentence))
                 words = tuple(text.stem(t) for t in text.tokens(sentence))
                 numbers = frozenset(text.numbers(sentence))

@@ -64,14 +64,16 @@ class PassageIndex:
     ngrams: frozenset[tuple[str, ...]]  # every run of up to _MAX_RUN stemmed words, stopwords kept
 
     @classmethod
-    def build(cls, passages: Sequence[str]) -> PassageIndex:
+    def build(cls, passages: Sequence[str], split: Sequence[Sequence[str]] | None = None) -> PassageIndex:
+        """`split`: each passage's sentences (text.passage_sentences), when the caller has them already."""
+        split = [text.passage_sentences(p) for p in passages] if split is None else split
         stems: set[str] = set()
         bigrams: set[tuple[str, str]] = set()
         sentence_rows = []
         nums: set[str] = set()
         words: set[str] = set()
         ngrams: set[tuple[str, ...]] = set()
-        for passage in passages:
+        for passage, passage_sentences in zip(passages, split, strict=True):
             seq = [text.stem(t) for t in text.tokens(passage)]
             for n in range(1, _MAX_RUN + 1):
                 ngrams.update(tuple(seq[i : i + n]) for i in range(len(seq) - n + 1))
@@ -80,7 +82,7 @@ class PassageIndex:
             bigrams.update(itertools.pairwise(content))
             nums.update(text.numbers(passage))
             words.update(text.tokens(passage))
-            for sentence in text.passage_sentences(passage):
+            for sentence in passage_sentences:
                 sentence_rows.append((frozenset(text.content_tokens(sentence)), text.has_negation(sentence)))
         return cls(
             frozenset(stems),

@@ -148,9 +148,10 @@ class Evidence:
 
     @classmethod
     def build(cls, passages: Sequence[str]) -> Evidence:
-        aligned = alignment.SentenceIndex.build(passages)
+        split = [text.passage_sentences(p) for p in passages]  # once: both indexes read the same sentences
+        aligned = alignment.SentenceIndex.build(passages, split)
         sentences = tuple((s.text, s.stems) for s in aligned.sentences)
-        return cls(lexical.PassageIndex.build(passages), aligned.passage_words, sentences, aligned)
+        return cls(lexical.PassageIndex.build(passages, split), aligned.passage_words, sentences, aligned)
 
     def candidates(self, claim: str) -> list[str]:
         """The passage sentences sharing the most content stems with the claim (ties: passage order): the only ones

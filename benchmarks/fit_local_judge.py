@@ -311,11 +311,16 @@ Refitted (5-fold × 3, judge κ, LOKO / in / pooled):
     v9, affirmations no claims            0.596   0.758  0.761       0.737   0.917  0.851
     v9, … nor part of the answer's text   0.597   0.757  0.760       0.737   0.917  0.848 (kept: one rule for
                                                                      courtesies and affirmations)
-    By source, cmu / wow: LOKO 0.754 / 0.611, in 0.701 / 0.754, pooled 0.757 / 0.755 (v8 0.754 / 0.606, 0.701 /
-    0.748, 0.751 / 0.746). MiniLM v9 at L2 10: LOKO 0.580 / 0.708, in 0.751 / 0.891, pooled 0.754 / 0.803.
-    Read once after: held-out BEGIN 0.796 (v8 0.793), HaluEval 0.869 (0.869); MiniLM v9 0.789 / 0.837; Topical-Chat
-    0.780 (designed on, see above); the audit 0.511 (0.510), held-out with fitted thresholds 0.606 against 0.617;
-    SummEdits held-out −0.011 (−0.021), fitted threshold 0.125 (0.125) against 0.012.
+    … and one opening a sentence before a comma or dash, "I agree, the tower …" (v9 as shipped: the comma's form
+    scored 0.25 where the full stop's scored 0.93)
+                                          0.597   0.756  0.759       0.737   0.917  0.850
+    By source, cmu / wow: LOKO 0.754 / 0.611, in 0.701 / 0.753, pooled 0.757 / 0.754 (v8 0.754 / 0.606, 0.701 /
+    0.748, 0.751 / 0.746). MiniLM v9 at L2 10: LOKO 0.580 / 0.708, in 0.751 / 0.891, pooled 0.754 / 0.801.
+    Read once after: held-out BEGIN 0.796 (v8 0.793), HaluEval 0.869 (0.869); MiniLM v9 0.786 / 0.837; Topical-Chat
+    0.773 (designed on, see above; 0.780 before the comma form, which flips "yes, i agree with that, he has a plan
+    for his life", labelled unfaithful as is the same reply without it); the audit 0.510 (0.510), held-out with
+    fitted thresholds 0.606 against 0.617; SummEdits held-out −0.011 (−0.021), fitted threshold 0.121 (0.125)
+    against 0.012.
     Probe, a second judge for the audit's convention (not kept): fitted on the audit's and QA's fitting rows alone
     (dev.jsonl's halueval_qa lines and the audit file, `--balance-kinds`; 5-fold × 3 pooled audit 0.524 against
     0.506, QA 0.873 against 0.788; in the audit alone 0.582 against 0.522), it reads 0.593 on the audit's held-out

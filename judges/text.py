@@ -228,14 +228,17 @@ _PLEASANTRY = re.compile(
 # lone "Yes" was already no claim, having no content word). Only when it is the whole clause, after any interjections:
 # "I agree that the tower is 330 metres tall" is a claim. A reaction ("That's cool!", "Wow, amazing") stays a claim,
 # an opinion the dev data's labels call unattributable.
-_AFFIRMATION = re.compile(
+_AFFIRMING = (
     r"^\s*(?:(?:yes|yeah|yea|yep|oh|well|haha|lol|ok|okay|so)[\s,!.]*)*"
     r"(?:i (?:totally |completely |definitely |do )?agree(?: with (?:you|that))?|"
     r"(?:that|it)(?:'s| is| was) (?:so |very |definitely |absolutely )?(?:true|right|correct)|(?:so |very )?true|"
     r"exactly|definitely|absolutely|for sure|you(?:'re| are) (?:so |absolutely )?right|right)"
-    r"(?: too| as well)?[\s.!,]*$",
-    re.IGNORECASE,
+    r"(?: too| as well)?"
 )
+_AFFIRMATION = re.compile(_AFFIRMING + r"[\s.!,]*$", re.IGNORECASE)
+# The same words opening a clause that goes on after a comma or dash ("I agree, the tower was completed in 1889"): the
+# rest is the claim, as it is after "I agree." (v9.1: v9 scored the comma's version 0.25, the full stop's 0.93).
+_LEADING_AFFIRMATION = re.compile(_AFFIRMING + r"\s*[,;:–—-]+\s*(?=\w)", re.IGNORECASE)
 _NONCOMMITTAL = re.compile(
     r"\b(?:i don'?t know|i do not know|i'?m not sure|i am not sure|not sure|cannot (?:answer|determine|say)|"
     r"can'?t (?:answer|determine|say)|unable to (?:answer|determine)|no (?:relevant )?information)\b",
@@ -323,7 +326,7 @@ def split_claims(answer: str) -> list[str]:
     """
     claims = []
     for sentence in sentences(strip_citations(answer), lowercase_starts=True):
-        for clause in _CLAUSE_SPLIT.split(sentence):
+        for clause in _CLAUSE_SPLIT.split(without_leading_affirmation(sentence)):
             clause = clause.strip(" ,;")
             if content_tokens(clause) and not is_remark_to_user(clause):
                 claims.append(clause)
@@ -345,13 +348,19 @@ def is_remark_to_user(clause: str) -> bool:
     return is_courtesy(clause) or is_affirmation(clause)
 
 
+def without_leading_affirmation(sentence: str) -> str:
+    """The sentence without an affirmation that opens it before a comma ("I agree, it was built in 1889" → "it was
+    built in 1889"); unchanged without one."""
+    return _LEADING_AFFIRMATION.sub("", sentence, count=1)
+
+
 def without_remarks_to_user(answer: str) -> str:
-    """The answer without its sentences that are remarks to the user (`is_remark_to_user`), for the features read
-    off the whole answer, so "… in 1889. Would you like to know more?" reads as "… in 1889."; unchanged when it has
-    none, or is nothing else."""
+    """The answer without its sentences that are remarks to the user (`is_remark_to_user`) and the affirmations that
+    open its sentences, for the features read off the whole answer, so "… in 1889. Would you like to know more?" reads
+    as "… in 1889."; unchanged when it has none, or is nothing else."""
     parts = sentences(answer, lowercase_starts=True)
-    kept = [part for part in parts if not is_remark_to_user(part)]
-    return " ".join(kept) if kept and len(kept) < len(parts) else answer
+    kept = [without_leading_affirmation(part) for part in parts if not is_remark_to_user(part)]
+    return " ".join(kept) if kept and kept != parts else answer
 
 
 def plain_tokens(text: str) -> list[str]:

@@ -302,8 +302,13 @@ async def test_an_affirmation_of_what_the_user_said_is_not_judged_as_a_claim() -
     for affirmation in ("I agree.", "Yes, that's true!", "Exactly.", "Yeah, you're right.", "i agree with you ."):
         assert text.is_affirmation(affirmation), affirmation
         assert await value(f"{affirmation} The Eiffel Tower was completed in 1889.") == pytest.approx(plain)
+    # after a comma or a dash as after a full stop (v9 before it landed: "I agree, …" 0.25, "I agree. …" 0.93)
+    for opening in ("I agree, the", "Yes, that's true, the", "I agree with that - the"):
+        assert await value(f"{opening} Eiffel Tower was completed in 1889.") == pytest.approx(plain)
+    assert text.split_claims("Exactly, it was completed in 1889.") == ["it was completed in 1889."]
     # agreeing does not rescue a wrong fact
     assert await value("I agree. The Eiffel Tower was completed in 1925.") < judge.faithfulness_threshold
+    assert await value("I agree, the Eiffel Tower was completed in 1925.") < judge.faithfulness_threshold
     agreeing_that = "I agree that the tower was built in 1925."
     assert text.split_claims(agreeing_that) == [agreeing_that]
     assert text.split_claims("That's so cool! It was built in 1889.") == ["That's so cool!", "It was built in 1889."]

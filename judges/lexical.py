@@ -96,12 +96,10 @@ class PassageIndex:
 
 def _names(claim: str) -> list[str]:
     """Capitalised words not at the start of the claim: a cheap stand-in for named entities."""
-    raw = claim.split()
     out = []
-    for i, word in enumerate(raw):
-        cleaned = word.strip(".,;:!?\"'()[]“”")
-        if i > 0 and cleaned[:1].isupper() and cleaned.lower() not in _NAME_STOP:
-            out.extend(text.tokens(cleaned))
+    for i, word in enumerate(text.bare_words(claim)):
+        if i > 0 and text.is_capitalised(word) and word.lower() not in _NAME_STOP:
+            out.extend(text.tokens(word))
     return out
 
 

@@ -290,14 +290,24 @@ def passage_sentences(passage: str) -> list[str]:
     return out
 
 
+def bare_words(sentence: str) -> list[str]:
+    """The sentence's words as written, split on spaces, without the punctuation around them."""
+    return [w.strip(".,;:!?\"'()[]“”") for w in sentence.split()]
+
+
+def is_capitalised(word: str) -> bool:
+    """The one reading of "a capitalised word" that both name readers share (`_first_names`, lexical._names)."""
+    return word[:1].isupper()
+
+
 def _first_names(sentence: str) -> list[str]:
     """The sentence's first run of capitalised words ("The Eiffel Tower", "Kurt Cobain"); its first word counts only
     when the next is capitalised too, since every sentence's first word is."""
-    words = [w.strip(".,;:!?\"'()[]“”") for w in sentence.split()]
+    words = bare_words(sentence)
     run: list[str] = []
     for i, word in enumerate(words):
-        capitalised = word[:1].isupper() and word != "I"
-        if capitalised and (i > 0 or (len(words) > 1 and words[1][:1].isupper())):
+        capitalised = is_capitalised(word) and word != "I"
+        if capitalised and (i > 0 or (len(words) > 1 and is_capitalised(words[1]))):
             run.append(word)
         elif run:
             break

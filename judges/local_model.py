@@ -145,11 +145,15 @@ def contradicts(features: Mapping[str, float]) -> bool:
 # v9: an affirmation of what the user said ("I agree.", "Yes, that's true!", text.is_affirmation) is no claim and no
 # part of the answer the features read, as a courtesy is; v8 judged it as an unsupported claim, so "I agree. He's been
 # the Patriots' most indispensable player after Tom Brady." scored 0.14 beside the passage that says so; so is one
-# that opens a sentence before a comma ("I agree, the tower …": text.without_leading_affirmation). Refitted at L2 3,
+# that opens a sentence before a comma ("I agree, the tower …": text.without_remark_clauses). Refitted at L2 3,
 # τ 3: 5-fold × 3 every cell of the transfer table moved up or stayed (pooled BEGIN 0.751 → 0.759, HaluEval 0.845 →
 # 0.850; leave-one-kind-out 0.592 → 0.597, 0.727 → 0.737; in the kind 0.755 → 0.756, 0.917).
+# v9.1: v9's weights; a remark to the user inside a sentence, set off by a comma or dash, is no claim either: a
+# courtesy or pleasantry opening it ("Great question, the tower …") or an offer closing it ("… tall, hope that helps!",
+# text.without_remark_clauses). v9 scored those 0.30 and 0.17 beside 0.93 for the same answers with a full stop. No
+# answer of the dev data, the audit or SummEdits has one, so every figure is v9's; a RAG assistant's answers often do.
 LEXICAL = SupportModel(
-    version="lexical-lr-v9",
+    version="lexical-lr-v9.1",
     feature_set="lexical",
     weights={
         "answer_overlap": 0.7570,
@@ -186,8 +190,9 @@ LEXICAL = SupportModel(
 # v7.1. v8: lexical v8's passage sentences, refitted at L2 10, again the least penalty that beats overlap
 # leave-one-kind-out on BEGIN (L2 8: 0.444 against 0.564; L2 10: 0.576). v9: lexical v9's claims (an affirmation is
 # none), refitted at L2 10: leave-one-kind-out 0.580 / 0.708, pooled 0.754 / 0.801 (v8 0.576 / 0.718, 0.739 / 0.789).
+# v9.1: as lexical v9.1.
 MINILM = SupportModel(
-    version="minilm-lr-v9",
+    version="minilm-lr-v9.1",
     feature_set="minilm",
     weights={
         "answer_overlap": 0.4837,
@@ -236,4 +241,6 @@ RETIRED_THRESHOLDS = {
     "minilm-lr-v7.1": 0.5378,
     "lexical-lr-v8": 0.5386,
     "minilm-lr-v8": 0.5047,
+    "lexical-lr-v9": 0.5245,
+    "minilm-lr-v9": 0.5054,
 }

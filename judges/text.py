@@ -207,21 +207,22 @@ _ASSERTION_FOLLOWS = re.compile(r"\bbut\b|;|[.!?]\s+(?=\S)", re.IGNORECASE)
 # passages could support, so it is not a claim: v7 judged it as one, and a faithful answer that ended with "Would you
 # like to know more?" scored 0.002. Anchored at the clause's start and kept to these phrasings, so a question about
 # the subject ("Do you like comedies?", which BEGIN labels unattributable) is still judged.
-_OFFER = re.compile(
-    r"^\s*(?:(?:would|do|did) you (?:like|want|need) "
+_OFFERING = (
+    r"(?:(?:would|do|did) you (?:like|want|need) "
     r"(?:me to|to (?:know|hear|learn|see)|more|any(?:thing)? (?:more|else))|"
     r"(?:is there )?any(?:thing)? else (?:i can|you(?:'d| would)? (?:like|want|need))|"
     r"(?:any|do you have any) (?:other|more|further) questions|how (?:else )?can i help|can i help (?:you )?with|"
     r"shall i|should i (?:tell|explain|go on|continue)|(?:please )?let me know (?:if|whether|what|how)|"
-    r"feel free to|(?:i )?hope (?:this|that) (?:helps|answers))\b",
-    re.IGNORECASE,
+    r"feel free to|(?:i )?hope (?:this|that) (?:helps|answers))\b"
 )
-# A pleasantry is one only when it is the whole clause: "Good question, the tower was built in 1889" is a claim.
-_PLEASANTRY = re.compile(
-    r"^\s*(?:(?:i'?m )?(?:happy|glad) to (?:help|assist)|(?:that'?s a |what a )?(?:great|good|excellent) question|"
-    r"thanks? (?:you )?for (?:asking|your question)|you'?re welcome)[\s.!]*$",
-    re.IGNORECASE,
+_OFFER = re.compile(r"^\s*" + _OFFERING, re.IGNORECASE)
+# A pleasantry is one only when it is the whole clause, or opens one before a comma or dash (`_OPENING_REMARK`):
+# "Good question, the tower was built in 1889" holds the claim "the tower was built in 1889".
+_PLEASANT = (
+    r"(?:(?:i'?m )?(?:happy|glad) to (?:help|assist)|(?:that'?s a |what a )?(?:great|good|excellent) question|"
+    r"thanks? (?:you )?for (?:asking|your question)|you'?re welcome)"
 )
+_PLEASANTRY = re.compile(r"^\s*" + _PLEASANT + r"[\s.!]*$", re.IGNORECASE)
 # An affirmation agrees with what the user just said ("I agree.", "That's true!", "Exactly.", "You're right.") and
 # states nothing of its own the passages could support: v9 makes it no claim. v8 judged it as an unsupported one, so
 # "I agree. He's been the Patriots' most indispensable player …" scored 0.14 beside a passage stating it (a reply's
@@ -229,16 +230,22 @@ _PLEASANTRY = re.compile(
 # "I agree that the tower is 330 metres tall" is a claim. A reaction ("That's cool!", "Wow, amazing") stays a claim,
 # an opinion the dev data's labels call unattributable.
 _AFFIRMING = (
-    r"^\s*(?:(?:yes|yeah|yea|yep|oh|well|haha|lol|ok|okay|so)[\s,!.]*)*"
+    r"(?:(?:yes|yeah|yea|yep|oh|well|haha|lol|ok|okay|so)[\s,!.]*)*"
     r"(?:i (?:totally |completely |definitely |do )?agree(?: with (?:you|that))?|"
     r"(?:that|it)(?:'s| is| was) (?:so |very |definitely |absolutely )?(?:true|right|correct)|(?:so |very )?true|"
     r"exactly|definitely|absolutely|for sure|you(?:'re| are) (?:so |absolutely )?right|right)"
     r"(?: too| as well)?"
 )
-_AFFIRMATION = re.compile(_AFFIRMING + r"[\s.!,]*$", re.IGNORECASE)
-# The same words opening a clause that goes on after a comma or dash ("I agree, the tower was completed in 1889"): the
-# rest is the claim, as it is after "I agree." (v9.1: v9 scored the comma's version 0.25, the full stop's 0.93).
-_LEADING_AFFIRMATION = re.compile(_AFFIRMING + r"\s*[,;:–—-]+\s*(?=\w)", re.IGNORECASE)
+_AFFIRMATION = re.compile(r"^\s*" + _AFFIRMING + r"[\s.!,]*$", re.IGNORECASE)
+# A remark to the user that shares a sentence with a claim, set off by a comma or dash: an affirmation or pleasantry
+# opening it ("I agree, the tower was completed in 1889", "Great question, the tower …"), or an offer closing it
+# ("… 330 metres tall, hope that helps!", "…; let me know if you need more"). The rest is the claim, as it is when the
+# remark is a sentence of its own. v9 dropped only the opening affirmation: "The Eiffel Tower is 330 metres tall,
+# hope that helps!" scored 0.17 where the same answer ending "… tall. Hope that helps!" scored 0.93. A dash counts
+# only with a space before it, so a hyphenated word ("well-known") is not split.
+_SETS_OFF = r"\s*(?:[,;:–—]|\s-)+\s*"
+_OPENING_REMARK = re.compile(r"^\s*(?:" + _AFFIRMING + "|" + _PLEASANT + ")" + _SETS_OFF + r"(?=\w)", re.IGNORECASE)
+_CLOSING_OFFER = re.compile(_SETS_OFF + r"(?:and |so |but )?" + _OFFERING + r".*$", re.IGNORECASE | re.DOTALL)
 _NONCOMMITTAL = re.compile(
     r"\b(?:i don'?t know|i do not know|i'?m not sure|i am not sure|not sure|cannot (?:answer|determine|say)|"
     r"can'?t (?:answer|determine|say)|unable to (?:answer|determine)|no (?:relevant )?information)\b",
@@ -332,11 +339,11 @@ def split_claims(answer: str) -> list[str]:
 
     Fragments without a content word (a lone "Yes", "Sure!"), courtesies to the user ("Would you like to know
     more?", `is_courtesy`) and affirmations of what the user said ("I agree.", `is_affirmation`) assert nothing
-    checkable and are dropped.
+    checkable and are dropped, as one is that opens or closes a sentence (`without_remark_clauses`).
     """
     claims = []
     for sentence in sentences(strip_citations(answer), lowercase_starts=True):
-        for clause in _CLAUSE_SPLIT.split(without_leading_affirmation(sentence)):
+        for clause in _CLAUSE_SPLIT.split(without_remark_clauses(sentence)):
             clause = clause.strip(" ,;")
             if content_tokens(clause) and not is_remark_to_user(clause):
                 claims.append(clause)
@@ -358,18 +365,19 @@ def is_remark_to_user(clause: str) -> bool:
     return is_courtesy(clause) or is_affirmation(clause)
 
 
-def without_leading_affirmation(sentence: str) -> str:
-    """The sentence without an affirmation that opens it before a comma ("I agree, it was built in 1889" → "it was
-    built in 1889"); unchanged without one."""
-    return _LEADING_AFFIRMATION.sub("", sentence, count=1)
+def without_remark_clauses(sentence: str) -> str:
+    """The sentence without a remark to the user that opens it or closes it, set off by a comma or dash ("I agree, it
+    was built in 1889" and "It was built in 1889, hope that helps!" → the claim alone); unchanged without one."""
+    return _CLOSING_OFFER.sub("", _OPENING_REMARK.sub("", sentence, count=1), count=1)
 
 
 def without_remarks_to_user(answer: str) -> str:
-    """The answer without its sentences that are remarks to the user (`is_remark_to_user`) and the affirmations that
-    open its sentences, for the features read off the whole answer, so "… in 1889. Would you like to know more?" reads
-    as "… in 1889."; unchanged when it has none, or is nothing else."""
+    """The answer without its sentences that are remarks to the user (`is_remark_to_user`) and the remarks that open or
+    close its other sentences (`without_remark_clauses`), for the features read off the whole answer, so "… in 1889.
+    Would you like to know more?" and "… in 1889, hope that helps!" read as "… in 1889."; unchanged when it has none,
+    or is nothing else."""
     parts = sentences(answer, lowercase_starts=True)
-    kept = [without_leading_affirmation(part) for part in parts if not is_remark_to_user(part)]
+    kept = [without_remark_clauses(part) for part in parts if not is_remark_to_user(part)]
     return " ".join(kept) if kept and kept != parts else answer
 
 

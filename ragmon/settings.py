@@ -189,7 +189,7 @@ class JudgeSettings(_Section):
     budget_usd: float = Field(default=5.0, ge=0)
     # The local judge's faithfulness threshold (claims and answers), when not the model's own: one fitted on your own
     # labels (`ragmon calibrate FILE --fit-threshold`; `calibrate --from-store --threshold T` shows reviewers'
-    # agreement at a candidate). Its verdicts then differ, so its version says so (`local:lexical-lr-v9@0.6:lexical`).
+    # agreement at a candidate). Its verdicts then differ, so its version says so (`local:lexical-lr-v9.1@0.6:lexical`).
     faithfulness_threshold: float | None = Field(default=None, gt=0, lt=1)
     events: JudgeEventsSettings = Field(default_factory=JudgeEventsSettings)
 

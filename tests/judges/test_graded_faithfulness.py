@@ -256,7 +256,7 @@ async def test_one_threshold_decides_claims_and_answers_and_is_named_in_the_vers
 async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
     """v7.1. An assistant's "Would you like to know more?" asserts nothing; v7 judged it as an unsupported claim, so a
     faithful answer that ended with one scored 0.002, below the same answer with a wrong year. A question about the
-    subject, or a pleasantry that carries a claim, is still judged."""
+    subject is still judged."""
     judge = LocalJudge(use_minilm=False)
 
     async def value(answer: str) -> float:
@@ -273,9 +273,6 @@ async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
     ):
         assert await value(courteous) == plain, courteous
     assert await value("The Eiffel Tower was completed in 1925. Would you like to know more?") < plain
-    assert text.split_claims("Good question, the tower was built in 1889.") == [
-        "Good question, the tower was built in 1889."
-    ]
     assert text.split_claims("Do you like towers? It was built in 1889.") == [
         "Do you like towers?",
         "It was built in 1889.",
@@ -283,6 +280,40 @@ async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
     # nothing but a courtesy: the answer is not emptied, and nothing supports it
     assert text.without_remarks_to_user("Would you like to know more?") == "Would you like to know more?"
     assert await value("Would you like to know more?") < judge.faithfulness_threshold
+
+
+async def test_a_remark_to_the_user_inside_a_sentence_is_not_judged_as_a_claim() -> None:
+    """v9.1. A courtesy or affirmation that opens or closes a sentence, set off by a comma or dash, is dropped as one
+    that is a sentence of its own is: v9 scored "…, hope that helps!" 0.17 and "Great question, …" 0.30 where the
+    same answers with a full stop scored 0.93. The claim around it is still judged, a wrong one included."""
+    judge = LocalJudge(use_minilm=False)
+
+    async def value(answer: str) -> float:
+        sample = RagSample(question="When was the Eiffel Tower completed?", answer=answer, passages=PASSAGES)
+        result = await judge.score("faithfulness", sample)
+        assert result.value is not None
+        return result.value
+
+    plain = await value("The Eiffel Tower was completed in 1889.")
+    assert plain >= judge.faithfulness_threshold
+    for remarked in (
+        "The Eiffel Tower was completed in 1889, hope that helps!",
+        "The Eiffel Tower was completed in 1889; let me know if you need anything else.",
+        "The Eiffel Tower was completed in 1889 — feel free to ask more.",
+        "Great question, the Eiffel Tower was completed in 1889.",
+        "Good question - the Eiffel Tower was completed in 1889, and I hope this answers it.",
+    ):
+        assert await value(remarked) == pytest.approx(plain), remarked
+    assert text.split_claims("Good question, the tower was built in 1889, let me know if you need more!") == [
+        "the tower was built in 1889"
+    ]
+    # the whole answer's features read the claim alone too
+    assert text.without_remarks_to_user("It was built in 1889; hope this helps.") == "It was built in 1889"
+    # a hyphenated word is no dash
+    assert text.split_claims("The well-known tower was built in 1889.") == ["The well-known tower was built in 1889."]
+    # a remark does not rescue a wrong fact
+    assert await value("The Eiffel Tower was completed in 1925, hope that helps!") < judge.faithfulness_threshold
+    assert await value("Great question, the Eiffel Tower was completed in 1925.") < judge.faithfulness_threshold
 
 
 async def test_an_affirmation_of_what_the_user_said_is_not_judged_as_a_claim() -> None:

@@ -8,7 +8,7 @@ from ragmon.judges.local_model import MODELS
 
 
 def test_a_local_judge_version_decides_faithfulness_with_its_models_threshold() -> None:
-    version = expected_version(use_minilm=False)  # local:lexical-lr-v9:lexical
+    version = expected_version(use_minilm=False)  # local:lexical-lr-v9.1:lexical
     assert default_threshold("faithfulness", version) == MODELS["lexical"].claim_threshold != 0.5
     assert default_threshold("answer_relevance", version) == 0.5
     assert default_threshold("faithfulness", "llm:gpt-4o-mini:p3") == 0.5
@@ -21,7 +21,7 @@ def test_a_local_judge_version_decides_faithfulness_with_its_models_threshold() 
     assert custom == f"local:{MODELS['lexical'].version}@0.6:lexical"
     assert default_threshold("faithfulness", custom) == 0.6
     assert expected_version(use_minilm=False, threshold=MODELS["lexical"].claim_threshold) == version  # no change
-    assert default_threshold("faithfulness", "local:lexical-lr-v9@bad:lexical") == 0.5
+    assert default_threshold("faithfulness", "local:lexical-lr-v9.1@bad:lexical") == 0.5
 
 
 def test_confusion_and_the_threshold_in_use() -> None:

@@ -339,6 +339,16 @@ v9's; the rule is for a RAG assistant's answers, which hold such remarks where t
     question: AUC 0.892 against 0.897, κ fitted 0.675 against 0.680). The 101 held-out replies that ask something
     stay the gap (κ fitted 0.227 against 0.265; v9 0.124). It costs BEGIN held-out 0.796 → 0.789 (HaluEval 0.869
     either way), so the dev data's convention (a reply that asks is unattributable) stays.
+    Probe, a threshold that follows the faithful share (not kept): the κ-best cut moves with the share, and a
+    calibrated judge can read the share off its own scores, so the verdict threshold was set where the κ expected
+    from the rows' own probabilities peaks (no labels), plus the offset that maps that point on the fitting rows to
+    the fitted threshold (+0.044). It lifts Topical-Chat 0.773 → 0.804 and the audit's held-out rows 0.549 → 0.566,
+    dev held-out as before (0.797 / 0.869), but fails the check that isolates the share: on BEGIN rows drawn at
+    faithful shares 0.3 / 0.194 / 0.15 (`kappa_prevalence.py`, fitting rows) the best cut *rises* (0.548 / 0.587 /
+    0.644) while the rule lowers it (0.499 / 0.475 / 0.463), κ 0.753 / 0.702 / 0.658 → 0.752 / 0.682 / 0.629 (QA
+    at 0.2: 0.707 → 0.683). Its gains on the two files come from faithful replies scoring lower there (Topical-Chat
+    TPR 0.77 against 0.85 on dev), not from the share, so the rule would misplace the cut on traffic whose share
+    alone differs.
 """
 
 from __future__ import annotations

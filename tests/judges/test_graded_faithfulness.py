@@ -5,10 +5,12 @@ paraphrases and wrong numbers."""
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -37,6 +39,13 @@ PASSAGES = [
     "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
     "Gustave Eiffel's company designed and built the tower.",
 ]
+
+
+async def _probability(judge: LocalJudge, answer: str, *, question: str, passages: Sequence[str] = PASSAGES) -> float:
+    """The judge's faithfulness probability for one answer, which it must score."""
+    result = await judge.score("faithfulness", RagSample(question=question, answer=answer, passages=list(passages)))
+    assert result.value is not None
+    return result.value
 
 
 def _fit_script() -> ModuleType:
@@ -226,11 +235,7 @@ async def test_a_claim_that_names_what_the_passage_calls_it_is_supported() -> No
     assert text.passage_sentences("It rains. They stay in.") == ["It rains.", "They stay in."]
     judge = LocalJudge(use_minilm=False)
 
-    async def value(answer: str) -> float:
-        sample = RagSample(question="Tell me about the Eiffel Tower.", answer=answer, passages=[passage])
-        result = await judge.score("faithfulness", sample)
-        assert result.value is not None
-        return result.value
+    value = functools.partial(_probability, judge, question="Tell me about the Eiffel Tower.", passages=[passage])
 
     for supported in ("The Eiffel Tower was completed in 1889.", "The Eiffel Tower is 330 metres tall."):
         assert await value(supported) >= judge.faithfulness_threshold, supported
@@ -259,11 +264,7 @@ async def test_a_courtesy_to_the_user_is_not_judged_as_a_claim() -> None:
     subject is still judged."""
     judge = LocalJudge(use_minilm=False)
 
-    async def value(answer: str) -> float:
-        sample = RagSample(question="When was the Eiffel Tower completed?", answer=answer, passages=PASSAGES)
-        result = await judge.score("faithfulness", sample)
-        assert result.value is not None
-        return result.value
+    value = functools.partial(_probability, judge, question="When was the Eiffel Tower completed?")
 
     plain = await value("The Eiffel Tower was completed in 1889.")
     for courteous in (
@@ -288,11 +289,7 @@ async def test_a_remark_to_the_user_inside_a_sentence_is_not_judged_as_a_claim()
     same answers with a full stop scored 0.93. The claim around it is still judged, a wrong one included."""
     judge = LocalJudge(use_minilm=False)
 
-    async def value(answer: str) -> float:
-        sample = RagSample(question="When was the Eiffel Tower completed?", answer=answer, passages=PASSAGES)
-        result = await judge.score("faithfulness", sample)
-        assert result.value is not None
-        return result.value
+    value = functools.partial(_probability, judge, question="When was the Eiffel Tower completed?")
 
     plain = await value("The Eiffel Tower was completed in 1889.")
     assert plain >= judge.faithfulness_threshold
@@ -322,11 +319,7 @@ async def test_an_affirmation_of_what_the_user_said_is_not_judged_as_a_claim() -
     0.14. A clause that agrees *that* something holds is still a claim, and so is a reaction ("That's so cool!")."""
     judge = LocalJudge(use_minilm=False)
 
-    async def value(answer: str) -> float:
-        sample = RagSample(question="The tower is really old, isn't it?", answer=answer, passages=PASSAGES)
-        result = await judge.score("faithfulness", sample)
-        assert result.value is not None
-        return result.value
+    value = functools.partial(_probability, judge, question="The tower is really old, isn't it?")
 
     plain = await value("The Eiffel Tower was completed in 1889.")
     assert plain >= judge.faithfulness_threshold

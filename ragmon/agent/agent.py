@@ -222,6 +222,7 @@ class Agent:
                 dashboard,
                 judge_api,
                 labelled_scores=self._labelled_scores,
+                memory_guard=self.memory_guard,
             ).start()
             if self._lock is not None:
                 self._lock.publish({"api": self.api.url})
@@ -328,7 +329,9 @@ class Agent:
         roots = {(row["tenant"], row["trace_id"]): row["root_span_id"] for row in kept if row.get("root_span_id")}
         self.judging.enqueue(kept, roots)
 
-    def _query(self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int) -> list[dict[str, Any]]:
+    def _query(
+        self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int, tag: str
+    ) -> list[dict[str, Any]]:
         return self.store.query(sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)
 
     def _labelled_scores(self, since_s: float, judge_version: str | None, tenant: str | None) -> list[dict[str, Any]]:

@@ -1,13 +1,17 @@
 """The agent's read API on its own port: `ragmon report` and `ragmon query` ask the running agent here, since an
 embedded store has one owner. Same API keys as the receivers; a key sees only its tenant's rows.
 
-    GET  /health                                  {"status": "ok"}
+    GET  /health, /health/live, /health/ready     the agent's components (`ragmon.agent.health`): /health/live
+                                                  answers 503 only when the process should be restarted,
+                                                  /health/ready 503 while it should not take traffic
+    GET  /metrics                                 the agent's Prometheus metrics (the receiver's port has them too)
     GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`);
          [&traffic=evaluation | &eval_run=NAME]   production traffic unless asked for every eval run's, or one
                                                   (`ragmon.sinks.traffic`)
     POST /api/query   {"sql": "SELECT …"[, "params": {…}][, "max_rows": N]}
-                                                  rows as JSON objects; read-only, checked by the store; past
-                                                  max_rows (default 10,000) the first max_rows + 1 rows
+                                                  rows as JSON objects; read-only, checked by the store, run under
+                                                  the tenant's query budget; past max_rows (default 10,000) the
+                                                  first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
     GET  /api/labels/scored?since_s=[&judge_version=V]  people's labels beside the judge's scores of the same
                                                   traces (`ragmon calibrate --from-store` beside a running agent)
@@ -17,21 +21,31 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
 
 The two judge endpoints serve every tenant, so they take the token the agent writes into its data directory
 (`X-Ragmon-Judge-Token`), not an API key (`ragmon.agent.judging.JudgeEndpoints`).
+
+It runs on the same HTTP/1.1 server as the OTLP receiver (`ragmon.collectors.http_server`): every key is checked on
+the request's head, before a body byte is read; bodies over an endpoint's limit are 413 while the client is still
+sending; heads and bodies have read deadlines; connections, worker threads and in-flight bytes are bounded; the
+agent's memory guard refuses work (429) while memory is high. Work that reads the store runs in the server's
+bounded pool; a tenant runs at most `max_queries_per_tenant` `/api/query` reads at once (429 past that), so one
+tenant cannot take every read connection of the store; a query whose client goes away is cancelled in the engine.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import sys
+import os
 import threading
-from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from ragmon.agent.label_input import MAX_BODY_BYTES as MAX_LABEL_BODY_BYTES
 from ragmon.agent.reviewers import KeyAuth
+from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead
+from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.sinks.errors import QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
 
@@ -42,16 +56,15 @@ log = logging.getLogger("ragmon.agent")
 
 _MAX_QUERY_BODY_BYTES = 1024 * 1024
 _DEFAULT_MAX_ROWS, _MAX_ROWS = 10_000, 1_000_000
-_HEADERS = {
-    "Content-Type": "application/json",
-    "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-store",
-}
+_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+_JSON = "application/json"
 
 ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
-# sql, its bound {name:Type} parameters, tenant, max_rows (then one more)
-QueryFn = Callable[[str, dict[str, Any], "str | None", int], list[dict[str, Any]]]
+# sql, its bound {name:Type} parameters, tenant, max_rows (then one more), the tag that `cancel_query` takes
+QueryFn = Callable[[str, dict[str, Any], "str | None", int, str], list[dict[str, Any]]]
 LabelledFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, judge_version, tenant
+HealthFn = Callable[[str], tuple[bool, dict[str, Any]]]  # "health" | "live" | "ready" -> (passing, body)
+MetricsFn = Callable[[str | None], tuple[bytes, str]]  # Accept header -> (body, content type)
 _MAX_LABEL_WINDOW_S = 10 * 366 * 86400  # labels live a year by default; a decade bounds the engine's UInt32
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
@@ -64,16 +77,42 @@ class JudgeApi(Protocol):
     def write_scores(self, rows: list[dict[str, Any]]) -> int: ...
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
+def _json_reply(status: int, payload: Any, headers: Mapping[str, str] | None = None) -> Reply:
+    body = json.dumps(payload, default=str).encode()
+    return Reply(status, body, _JSON, {**_HEADERS, **(headers or {})})
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A browser that drops a request (a closed tab, a reload) is normal, not a 20-line traceback on
-        stderr; anything else is logged once, through the agent's log."""
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError):
-            return
-        log.error("API connection from %s failed", client_address[0], exc_info=error)
+
+def _error(status: int, message: str) -> Reply:
+    return _json_reply(status, {"error": message})
+
+
+def _from_dashboard(response: Response) -> Reply:
+    headers = dict(response.headers)
+    content_type = headers.pop("Content-Type", "application/octet-stream")
+    return Reply(response.status, response.body, content_type, headers)
+
+
+class _QueryGate:
+    """How many `/api/query` reads each tenant runs at once; past the limit a tenant waits its turn (429), so
+    one tenant's runaway queries never hold every read connection of the store."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._running: Counter[str | None] = Counter()
+        self._lock = threading.Lock()
+
+    def enter(self, tenant: str | None) -> bool:
+        with self._lock:
+            if self._running[tenant] >= self.limit:
+                return False
+            self._running[tenant] += 1
+            return True
+
+    def leave(self, tenant: str | None) -> None:
+        with self._lock:
+            self._running[tenant] -= 1
+            if self._running[tenant] <= 0:
+                del self._running[tenant]
 
 
 class ApiServer:
@@ -88,196 +127,210 @@ class ApiServer:
         judge: JudgeApi | None = None,
         *,
         labelled_scores: LabelledFn | None = None,
+        cancel_query: Callable[[str], None] | None = None,
+        health: HealthFn | None = None,
+        metrics: MetricsFn | None = None,
+        memory_guard: MemoryGuard | None = None,
+        max_queries_per_tenant: int = 2,
+        max_connections: int = 256,
+        worker_threads: int = 8,
+        read_timeout_s: float = 30.0,
+        idle_timeout_s: float = 75.0,
     ) -> None:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                if url.path == "/health":
-                    self._reply(200, {"status": "ok"})
-                    return
-                if api.dashboard is not None and api.dashboard.handles(url.path):
-                    headers = {name.lower(): value for name, value in self.headers.items()}
-                    self._send(api.dashboard.get(url.path, url.query, headers))
-                    return
-                allowed, tenant = self._tenant()
-                if not allowed:
-                    return
-                if url.path == "/api/report":
-                    params = parse_qs(url.query)
-                    try:
-                        since_s = float(params.get("since_s", ["3600"])[0])
-                    except ValueError:
-                        self._reply(400, {"error": "since_s must be a number of seconds"})
-                        return
-                    try:
-                        traffic = Traffic.from_params(params)
-                    except ValueError as exc:
-                        self._reply(400, {"error": str(exc)})
-                        return
-                    feature = params.get("feature", [None])[0]
-                    self._run(lambda: api.report(since_s, feature, tenant, traffic))
-                elif url.path == "/api/labels/scored" and api.labelled_scores is not None:
-                    labelled = api.labelled_scores
-                    params = parse_qs(url.query)
-                    try:
-                        since_s = float(params.get("since_s", ["2592000"])[0])
-                        if not 0 < since_s <= _MAX_LABEL_WINDOW_S:
-                            raise ValueError
-                    except ValueError:
-                        self._reply(
-                            400, {"error": f"since_s must be seconds, above 0 and at most {_MAX_LABEL_WINDOW_S}"}
-                        )
-                        return
-                    version = params.get("judge_version", [None])[0]
-                    self._run(lambda: labelled(since_s, version, tenant))
-                else:
-                    self._reply(404, {"error": f"no such endpoint: {url.path}"})
-
-            def do_POST(self) -> None:
-                path = urlsplit(self.path).path
-                if path.startswith("/api/judge/"):
-                    self._judge(path)
-                    return
-                if api.dashboard is not None and api.dashboard.handles_post(path):
-                    headers = {name.lower(): value for name, value in self.headers.items()}
-                    self._send(api.dashboard.post(path, headers, self._body(MAX_LABEL_BODY_BYTES)))
-                    return
-                if path != "/api/query":
-                    self._reply(404, {"error": "no such endpoint"})
-                    return
-                raw = self._body(_MAX_QUERY_BODY_BYTES)
-                allowed, tenant = self._tenant()
-                if not allowed:
-                    return
-                if raw is None:
-                    self._reply(413, {"error": "query body too large"})
-                    return
-                try:
-                    body = json.loads(raw or b"{}")
-                    sql, max_rows = body["sql"], body.get("max_rows", _DEFAULT_MAX_ROWS)
-                    params = body.get("params", {})
-                    if not isinstance(sql, str):
-                        raise TypeError("sql must be a string")
-                    if not isinstance(params, dict) or not all(
-                        type(v) in (str, int, float, bool) for v in params.values()
-                    ):
-                        raise TypeError("params must be an object of strings and numbers")
-                    if type(max_rows) is not int or not 1 <= max_rows <= _MAX_ROWS:
-                        raise TypeError(f"max_rows must be an integer from 1 to {_MAX_ROWS}")
-                except (ValueError, KeyError, TypeError) as exc:
-                    self._reply(
-                        400, {"error": f'expected {{"sql": "SELECT ...", "params": {{}}, "max_rows": N}}: {exc}'}
-                    )
-                    return
-                self._run(lambda: api.query(sql, params, tenant, max_rows))
-
-            def _judge(self, path: str) -> None:
-                judge = api.judge
-                if judge is None or path not in ("/api/judge/payloads", "/api/judge/scores"):
-                    self._reply(404, {"error": f"no such endpoint: {path}"})
-                    return
-                raw = self._body(_MAX_JUDGE_BODY_BYTES)
-                if not judge.allows(self.headers.get("X-Ragmon-Judge-Token")):
-                    self._reply(403, {"error": "the judge token of this agent's data directory is required"})
-                    return
-                if raw is None:
-                    self._reply(413, {"error": "body too large"})
-                    return
-                try:
-                    body = json.loads(raw or b"{}")
-                    if path == "/api/judge/payloads":
-                        tenant, trace_ids = body["tenant"], body["trace_ids"]
-                        if not isinstance(tenant, str) or not isinstance(trace_ids, list):
-                            raise TypeError("tenant must be a string, trace_ids a list")
-                        if not all(isinstance(t, str) for t in trace_ids):
-                            raise TypeError("tenant and trace_ids must be strings")
-                    else:
-                        rows = body["rows"]
-                        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-                            raise TypeError("rows must be a list of objects")
-                except (ValueError, KeyError, TypeError) as exc:
-                    self._reply(400, {"error": f"bad request: {exc}"})
-                    return
-                if path == "/api/judge/payloads":
-                    self._run(lambda: judge.payloads(tenant, trace_ids))
-                else:
-                    self._run(lambda: {"written": judge.write_scores(rows)})
-
-            def _body(self, limit: int) -> bytes | None:
-                """The request's body, read before any answer (a refusal too): a kept-alive client's next request
-                must not be parsed from this one's unread body. None when it is over `limit`: unread, and the
-                connection closes after the answer."""
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > limit:
-                    self.close_connection = True
-                    return None
-                return self.rfile.read(length)
-
-            def _tenant(self) -> tuple[bool, str | None]:
-                """(allowed, tenant): tenant None = every tenant (no keys configured); refusals are answered."""
-                if not api.auth.required:
-                    return True, None
-                tenant = api.auth.tenant_for(self.headers.get("Authorization"), self.headers.get("x-api-key"))
-                if tenant is None:
-                    self._reply(401, {"error": "a valid API key is required"})
-                    return False, None
-                return True, tenant
-
-            def _run(self, fn: Callable[[], Any]) -> None:
-                try:
-                    self._reply(200, fn())
-                except QueryRejected as exc:
-                    self._reply(400, {"error": str(exc)})
-                except StoreError as exc:
-                    self._reply(503 if exc.retryable else 400, {"error": str(exc)})
-                except ConnectionError:
-                    raise  # the client went away mid-reply: nothing to answer (see _QuietServer)
-                except Exception as exc:  # a bug here must not take the agent down
-                    log.exception("API request failed")
-                    self._reply(500, {"error": f"internal error: {type(exc).__name__}"})
-
-            def _send(self, response: Response) -> None:
-                self.send_response(response.status)
-                for name, value in response.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(response.body)))
-                self.end_headers()
-                self.wfile.write(response.body)
-
-            def _reply(self, status: int, payload: Any) -> None:
-                body = json.dumps(payload, default=str).encode()
-                self.send_response(status)
-                for name, value in _HEADERS.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return None  # no log line per request
-
         self.report = report
         self.query = query
         self.auth = auth
         self.dashboard = dashboard
         self.judge = judge
         self.labelled_scores = labelled_scores
-        self._server = _QuietServer((host, port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="ragmon-api", daemon=True)
+        self.cancel_query = cancel_query
+        self.health = health
+        self.metrics = metrics
+        self.refusals: Counter[str] = Counter()  # by reason, for /metrics
+        self._queries = _QueryGate(max_queries_per_tenant)
+        self._tags = itertools.count()
+        self._tag_prefix = f"{os.getpid()}-{id(self):x}"
+        self._server = HttpServer(
+            self,
+            name="api",
+            host=host,
+            port=port,
+            # A judge worker's score batch is the largest body; the budget admits one whatever its size.
+            max_inflight_bytes=2 * _MAX_JUDGE_BODY_BYTES,
+            worker_threads=worker_threads,
+            max_connections=max_connections,
+            idle_timeout_s=idle_timeout_s,
+            read_timeout_s=read_timeout_s,
+            memory_guard=memory_guard,
+            refused=self._count,
+        )
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
+
+    @property
+    def open_connections(self) -> int:
+        return self._server.open_connections
 
     def start(self) -> ApiServer:
-        self._thread.start()
+        self._server.start()
         return self
 
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._server.stop(timeout_s)
+
+    def _count(self, reason: str) -> None:
+        self.refusals[reason] += 1
+
+    # --- routing (`http_server.HttpApp`: on the loop thread, before any body byte is read) -------------------
+    def route(self, head: RequestHead) -> Reply | Handle:
+        path, method = head.path, head.method
+        if method in ("GET", "HEAD"):
+            if path in ("/health", "/health/live", "/health/ready"):
+                return self._health(path.removeprefix("/health").lstrip("/") or "health")
+            if path == "/metrics" and self.metrics is not None:
+                body, content_type = self.metrics(head.headers.get("accept"))
+                return Reply(200, body, content_type, {"Cache-Control": "no-store"})
+        dashboard = self.dashboard
+        if dashboard is not None and method in ("GET", "HEAD") and dashboard.handles(path):
+            if not path.startswith("/api/"):  # the page and its assets: in memory, answered at once
+                return _from_dashboard(dashboard.get(path, head.query, head.headers))
+            return self._handle(lambda _: _from_dashboard(dashboard.get(path, head.query, head.headers)))
+        if method == "POST" and path.startswith("/api/judge/"):
+            return self._judge(head)
+        if dashboard is not None and method == "POST" and dashboard.handles_post(path):
+            refused = dashboard.refuse_post(path, head.headers)
+            if refused is not None:
+                return _from_dashboard(refused)
+            return self._handle(
+                lambda body: _from_dashboard(dashboard.post(path, head.headers, body)), MAX_LABEL_BODY_BYTES
+            )
+        known = {"/api/report": "GET", "/api/labels/scored": "GET", "/api/query": "POST"}
+        if path not in known or (path == "/api/labels/scored" and self.labelled_scores is None):
+            return _error(404, f"no such endpoint: {path}")
+        if method != known[path] and not (method == "HEAD" and known[path] == "GET"):
+            return _json_reply(405, {"error": f"use {known[path]}"}, {"Allow": known[path]})
+        if self.auth.required:
+            tenant = self.auth.tenant_for(head.headers.get("authorization"), head.headers.get("x-api-key"))
+            if tenant is None:
+                self._count("unauthenticated")
+                return _json_reply(401, {"error": "a valid API key is required"}, {"WWW-Authenticate": "Bearer"})
+        else:
+            tenant = None  # no keys configured: reads are open and see every tenant
+        if path == "/api/report":
+            return self._report(head, tenant)
+        if path == "/api/labels/scored":
+            return self._labelled(head, tenant)
+        return self._query_handle(tenant)
+
+    def _health(self, probe: str) -> Reply:
+        if self.health is None:
+            return _json_reply(200, {"status": "ok"})
+        passing, body = self.health(probe)
+        return _json_reply(200 if passing else 503, body)
+
+    @staticmethod
+    def _handle(run: Callable[[bytes], Reply], max_body_bytes: int = 0) -> Handle:
+        return Handle(run=run, refusal=_error, max_body_bytes=max_body_bytes)
+
+    def _report(self, head: RequestHead, tenant: str | None) -> Reply | Handle:
+        params = parse_qs(head.query)
+        try:
+            since_s = float(params.get("since_s", ["3600"])[0])
+        except ValueError:
+            return _error(400, "since_s must be a number of seconds")
+        try:
+            traffic = Traffic.from_params(params)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        feature = params.get("feature", [None])[0]
+        return self._handle(lambda _: _answer(lambda: self.report(since_s, feature, tenant, traffic)))
+
+    def _labelled(self, head: RequestHead, tenant: str | None) -> Reply | Handle:
+        labelled = self.labelled_scores
+        assert labelled is not None
+        params = parse_qs(head.query)
+        try:
+            since_s = float(params.get("since_s", ["2592000"])[0])
+            if not 0 < since_s <= _MAX_LABEL_WINDOW_S:
+                raise ValueError
+        except ValueError:
+            return _error(400, f"since_s must be seconds, above 0 and at most {_MAX_LABEL_WINDOW_S}")
+        version = params.get("judge_version", [None])[0]
+        return self._handle(lambda _: _answer(lambda: labelled(since_s, version, tenant)))
+
+    def _query_handle(self, tenant: str | None) -> Handle:
+        tag = f"{self._tag_prefix}-{next(self._tags)}"
+        cancel = self.cancel_query
+        return Handle(
+            run=lambda body: self._run_query(body, tenant, tag),
+            refusal=_error,
+            max_body_bytes=_MAX_QUERY_BODY_BYTES,
+            abandon=(lambda: cancel(tag)) if cancel is not None else None,
+        )
+
+    def _run_query(self, raw: bytes, tenant: str | None, tag: str) -> Reply:
+        try:
+            body = json.loads(raw or b"{}")
+            sql, max_rows = body["sql"], body.get("max_rows", _DEFAULT_MAX_ROWS)
+            params = body.get("params", {})
+            if not isinstance(sql, str):
+                raise TypeError("sql must be a string")
+            if not isinstance(params, dict) or not all(type(v) in (str, int, float, bool) for v in params.values()):
+                raise TypeError("params must be an object of strings and numbers")
+            if type(max_rows) is not int or not 1 <= max_rows <= _MAX_ROWS:
+                raise TypeError(f"max_rows must be an integer from 1 to {_MAX_ROWS}")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return _error(400, f'expected {{"sql": "SELECT ...", "params": {{}}, "max_rows": N}}: {exc}')
+        if not self._queries.enter(tenant):
+            self._count("tenant_queries")
+            limit = self._queries.limit
+            return _json_reply(
+                429,
+                {"error": f"this key's tenant already runs {limit} queries at once; retry when one has finished"},
+                {"Retry-After": "1"},
+            )
+        try:
+            return _answer(lambda: self.query(sql, params, tenant, max_rows, tag))
+        finally:
+            self._queries.leave(tenant)
+
+    def _judge(self, head: RequestHead) -> Reply | Handle:
+        judge, path = self.judge, head.path
+        if judge is None or path not in ("/api/judge/payloads", "/api/judge/scores"):
+            return _error(404, f"no such endpoint: {path}")
+        if not judge.allows(head.headers.get("x-ragmon-judge-token")):
+            self._count("unauthenticated")
+            return _error(403, "the judge token of this agent's data directory is required")
+
+        def run(raw: bytes) -> Reply:
+            try:
+                body = json.loads(raw or b"{}")
+                if path == "/api/judge/payloads":
+                    tenant, trace_ids = body["tenant"], body["trace_ids"]
+                    if not isinstance(tenant, str) or not isinstance(trace_ids, list):
+                        raise TypeError("tenant must be a string, trace_ids a list")
+                    if not all(isinstance(t, str) for t in trace_ids):
+                        raise TypeError("tenant and trace_ids must be strings")
+                    return _answer(lambda: judge.payloads(tenant, trace_ids))
+                rows = body["rows"]
+                if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                    raise TypeError("rows must be a list of objects")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                return _error(400, f"bad request: {exc}")
+            return _answer(lambda: {"written": judge.write_scores(rows)})
+
+        return self._handle(run, _MAX_JUDGE_BODY_BYTES)
+
+
+def _answer(fn: Callable[[], Any]) -> Reply:
+    """`fn()`'s result as a 200, or its store error as the status that tells the caller what to do."""
+    try:
+        return _json_reply(200, fn())
+    except QueryRejected as exc:
+        return _error(400, str(exc))
+    except StoreError as exc:
+        if exc.retryable:
+            return _json_reply(503, {"error": str(exc)}, {"Retry-After": "1"})
+        return _error(400, str(exc))

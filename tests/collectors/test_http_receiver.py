@@ -370,7 +370,7 @@ def test_a_64_mib_upload_gets_413_not_a_connection_error(consumer: RecordingCons
 
 
 def test_the_lingering_close_is_bounded(http_receiver: HttpReceiver, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ragmon.collectors import http_receiver as module
+    from ragmon.collectors import http_server as module
 
     monkeypatch.setattr(module, "_LINGER_QUIET_S", 0.3)
     monkeypatch.setattr(module, "_LINGER_MAX_BYTES", 1024 * 1024)
@@ -383,9 +383,9 @@ def test_the_lingering_close_is_bounded(http_receiver: HttpReceiver, monkeypatch
             for _ in range(1024):  # up to 64 MiB: what the kernel buffers on both sides, the RST comes after
                 endless.sock.sendall(bytes(64 * 1024))
         deadline = time.monotonic() + 3.0  # the silent one is closed after the quiet time
-        while http_receiver._connections and time.monotonic() < deadline:
+        while http_receiver.server.open_connections and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not http_receiver._connections
+        assert not http_receiver.server.open_connections
 
 
 @pytest.mark.parametrize(
@@ -444,9 +444,9 @@ class GatedConsumer:
 def released(receiver: HttpReceiver, within_s: float = 2.0) -> bool:
     """Whether the in-flight budget is back to 0 (the loop releases it just after writing the answer)."""
     deadline = time.monotonic() + within_s
-    while receiver._inflight_bytes and time.monotonic() < deadline:
+    while receiver.server.inflight_bytes and time.monotonic() < deadline:
         time.sleep(0.01)
-    return receiver._inflight_bytes == 0
+    return receiver.server.inflight_bytes == 0
 
 
 def test_chunked_bytes_count_against_the_inflight_budget(consumer: RecordingConsumer) -> None:
@@ -486,3 +486,20 @@ def test_head_carries_the_get_headers_without_a_body(http_receiver: HttpReceiver
         status, headers, body = client.response(head_only=True)
         assert status == 200 and body == b"" and headers["content-length"] == str(len(b'{"status":"ok"}\n'))
         assert client.response() == (200, headers, b'{"status":"ok"}\n')  # so the next answer is read right
+
+
+def test_a_request_followed_by_a_half_close_is_answered(
+    http_receiver: HttpReceiver, consumer: RecordingConsumer
+) -> None:
+    """A client that shuts down its sending side after its request (`nc -N`, some proxies) still reads the
+    answer: the export is acknowledged to it, not only stored."""
+    body = protobuf_body()
+    head = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: {len(body)}"
+    with socket.create_connection(("127.0.0.1", http_receiver.port), timeout=30) as sock:
+        sock.sendall(head.encode() + b"\r\n\r\n" + body)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert consumer.calls == 1

@@ -116,9 +116,9 @@ def test_many_idle_connections_are_held_then_closed(timed_http: HttpReceiver, re
         TALLY.connections_closed_by_server += closed
         assert closed == count, f"only {closed} of {count} idle connections were closed by the idle timeout"
         deadline = time.monotonic() + 2.0
-        while timed_http._connections and time.monotonic() < deadline:
+        while timed_http.server.open_connections and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not timed_http._connections
+        assert not timed_http.server.open_connections
     finally:
         for sock in socks:
             sock.close()

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ragmon.agent.label_input import MAX_BODY_BYTES, TRACE_ID, BadLabels, parse_submission
-from ragmon.agent.reviewers import ReviewerKeys
+from ragmon.agent.reviewers import Reviewer, ReviewerKeys
 from ragmon.judges.label_agreement import MIN_LABELS, agreement_by_version
 from ragmon.sinks.errors import StoreError
 
@@ -163,10 +163,9 @@ class Review:
         }
 
     # -- the write -----------------------------------------------------------------------------------------
-    def post(self, headers: Mapping[str, str], body: bytes | None, read_tenant: str | None) -> Any:
-        """Write one trace's labels; `body` None when it was larger than MAX_BODY_BYTES (not read); `read_tenant`
-        is what the presented key may read (None: no read key matched, or reads are open). Raises ReviewError
-        for every refusal, before anything is written."""
+    def check_writer(self, headers: Mapping[str, str], read_tenant: str | None) -> Reviewer:
+        """The reviewer whose key came with the request; raises ReviewError (401/403) when there is none. The
+        API asks this before reading a body, so a request without a reviewer key costs no upload."""
         reviewer = self.reviewers.reviewer_for(headers.get("authorization"), headers.get("x-api-key"))
         if reviewer is None:
             if not self.reviewers.configured:
@@ -174,6 +173,13 @@ class Review:
             if read_tenant is not None:
                 raise ReviewError(403, "this key may read but not write labels: sign in with a reviewer key")
             raise ReviewError(401, "a reviewer key is required to write labels")
+        return reviewer
+
+    def post(self, headers: Mapping[str, str], body: bytes | None, read_tenant: str | None) -> Any:
+        """Write one trace's labels; `body` None when it was larger than MAX_BODY_BYTES (not read); `read_tenant`
+        is what the presented key may read (None: no read key matched, or reads are open). Raises ReviewError
+        for every refusal, before anything is written."""
+        reviewer = self.check_writer(headers, read_tenant)
         if body is None:
             raise ReviewError(413, f"a label submission is at most {MAX_BODY_BYTES // 1024} KiB")
         try:

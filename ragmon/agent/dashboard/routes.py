@@ -177,6 +177,27 @@ class Dashboard:
     def handles_post(self, path: str) -> bool:
         return self.review is not None and path == Review.POST_PATH
 
+    def refuse_post(self, path: str, headers: Mapping[str, str]) -> Response | None:
+        """The answer to a POST that is refused on its head alone (wrong host, no reviewer key), before any
+        body byte is read; None when the body should be read and given to `post`. Never raises."""
+        try:
+            if self.review is None or path != Review.POST_PATH:
+                return _json(404, {"error": f"no such endpoint: {path}"})
+            if not self._host_allowed(headers.get("host", "")):
+                return _json(421, {"error": "this dashboard answers only to this machine's address"})
+            self.review.check_writer(headers, self._read_tenant(headers))
+        except ReviewError as exc:
+            return _json(exc.status, {"error": str(exc)})
+        except Exception as exc:  # a bug here must not take the agent down, nor leak a traceback
+            log.exception("label write check failed")
+            return _json(500, {"error": f"internal error: {type(exc).__name__}"})
+        return None
+
+    def _read_tenant(self, headers: Mapping[str, str]) -> str | None:
+        if not self.auth.required:
+            return None  # open reads prove nothing about the key
+        return self.auth.tenant_for(headers.get("authorization"), headers.get("x-api-key"))
+
     def post(self, path: str, headers: Mapping[str, str], body: bytes | None) -> Response:
         """Answer one POST (a reviewer's labels); `headers` with lower-case names, `body` None when it was too
         large to read. Never raises."""
@@ -185,10 +206,7 @@ class Dashboard:
                 return _json(404, {"error": f"no such endpoint: {path}"})
             if not self._host_allowed(headers.get("host", "")):
                 return _json(421, {"error": "this dashboard answers only to this machine's address"})
-            read_tenant = self.auth.tenant_for(headers.get("authorization"), headers.get("x-api-key"))
-            if not self.auth.required:
-                read_tenant = None  # open reads prove nothing about the key
-            return _json(200, self.review.post(headers, body, read_tenant))
+            return _json(200, self.review.post(headers, body, self._read_tenant(headers)))
         except ReviewError as exc:
             return _json(exc.status, {"error": str(exc)})
         except Exception as exc:  # a bug here must not take the agent down, nor leak a traceback

@@ -6,12 +6,15 @@ appends each written row to a file, which survives the writer's death.
 
 from __future__ import annotations
 
+import itertools
 import json
+import sqlite3
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.types import RagSample
 
 from ragmon.testing import Completion
@@ -100,3 +103,24 @@ class JsonlSink:
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class FullDiskQueue(JudgeQueue):
+    """A JudgeQueue whose file can be made full: `fill()` caps it at its current size (`PRAGMA max_page_count`, per
+    connection) and fills what room is left, after which SQLite answers writes that need a page with the real
+    SQLITE_FULL, "database or disk is full" — what a full disk gives. `make_room()` lifts the cap."""
+
+    def fill(self) -> None:
+        with self._lock:
+            pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+            self._db.execute(f"PRAGMA max_page_count = {int(pages)}")
+        filler = itertools.count()
+        try:
+            while True:  # items of a judge version no worker takes: they only take room
+                self.enqueue([Kept("filler", f"{next(filler):032x}", feature="f" * 200)], "filler")
+        except sqlite3.OperationalError as exc:
+            assert "database or disk is full" in str(exc), exc
+
+    def make_room(self) -> None:
+        with self._lock:
+            self._db.execute("PRAGMA max_page_count = 1073741823")

@@ -16,7 +16,9 @@
 The in-process worker (`JudgeService`) judges within the judge's rate limit and budget and writes scores to the
 store; with `judge.events.endpoint` set it also sends each score out as a `gen_ai.evaluation.result` event
 (ragmon/agent/score_events.py), counted on /metrics. Stopping lets in-flight traces finish within a deadline; the
-rest stay queued.
+rest stay queued. It never stops on a fault — a full disk under the queue file, a store that is down, a bug in a
+step: the worker retries with backoff and resumes when the fault passes (judges/worker.py), reporting to the
+agent's health registry as the `judge` component (ragmon/agent/health.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ragmon.agent import score_events
+from ragmon.agent.health import Component, HealthRegistry
 from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
@@ -49,13 +52,22 @@ CATCH_UP_LIMIT = 100_000  # traces per start; a larger backlog is caught up over
 # How far back the catch-up looks: a kept trace older than a week is judged by `ragmon backeval` if at all (its
 # score would land on a day the report has long shown), and the window bounds the catch-up's memory in the store.
 CATCH_UP_WINDOW_S = 7 * 86400
+# The worker beats after every loop (at least each `idle_poll_s`, 0.5 s), and waits at most 10 s between tries of a
+# failing step (ragmon.retry.FOREVER) or 10 s for the queue file's lock (its busy timeout): a minute of silence is
+# a worker stuck in a call.
+JUDGE_STALL_AFTER_S = 60.0
 
 
 class JudgeService:
     """The judge worker on a thread of its own (an asyncio loop), over the agent's queue and store."""
 
-    def __init__(self, settings: JudgeSettings, store: Any, queue: JudgeQueue) -> None:
+    def __init__(
+        self, settings: JudgeSettings, store: Any, queue: JudgeQueue, *, health: HealthRegistry | None = None
+    ) -> None:
         self.queue = queue
+        self.health: Component | None = (
+            health.component("judge", stall_after_s=JUDGE_STALL_AFTER_S) if health is not None else None
+        )
         self.judge = make_judge(settings.backend, settings)
         lock = threading.Lock()  # the worker's store calls, one at a time
         # After the judge (which may refuse its settings): it starts an export thread that only stop() ends.
@@ -67,6 +79,7 @@ class JudgeService:
             StoreScoreSink(store, lock=lock),
             config=WorkerConfig(lease_s=IN_AGENT_LEASE_S),
             events=self.events,
+            health=self.health,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, name="ragmon-judge", daemon=True)
@@ -78,9 +91,15 @@ class JudgeService:
     def _run(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
         try:
+            # Returns only once stop() was called: the worker retries every fault itself.
             loop.run_until_complete(self.worker.run())
-        except Exception:
+        except BaseException as exc:  # out of memory, a stop gone wrong: said in the log and on /health, never silent
             log.exception("the judge worker stopped on an error; kept traces stay queued")
+            if self.health is not None:
+                self.health.stopped(exc)
+        else:
+            if self.health is not None:
+                self.health.stopped("" if self.worker.stopping else "returned unasked", expected=self.worker.stopping)
         finally:
             loop.run_until_complete(self.judge.aclose())
             loop.close()
@@ -107,11 +126,15 @@ class Judging:
         self.service = service
 
     @classmethod
-    def start(cls, settings: JudgeSettings, store: Any, data_dir: Path) -> Judging:
+    def start(
+        cls, settings: JudgeSettings, store: Any, data_dir: Path, *, health: HealthRegistry | None = None
+    ) -> Judging:
+        """`health`: where the in-process worker reports (component `judge`); none when `ragmon judge` workers
+        judge (they are other processes, with their own health)."""
         queue = JudgeQueue.in_data_dir(data_dir)
         service: JudgeService | None = None
         try:
-            service = JudgeService(settings, store, queue) if settings.run_in_agent else None
+            service = JudgeService(settings, store, queue, health=health) if settings.run_in_agent else None
             # The worker's own version when it runs here (what it leases); else the one `ragmon judge` with
             # these settings judges as, computed without loading the judge into the agent.
             version = service.judge.version if service else judge_version(settings.backend, settings)

@@ -119,3 +119,28 @@ def test_a_new_data_directory_that_crashes_before_its_first_roll_up_loses_nothin
     restarted.recover(Position(0, 800))
     restarted.roll(SEQ.of(Position(0, 800)))
     assert store.calls[-1][:2] == (SEQ.of(Position(0, 0)) + 1, SEQ.of(Position(0, 800)))
+
+
+def test_a_store_down_mid_run_backs_off_then_reruns_the_failed_range_with_its_token(tmp_path: Path) -> None:
+    store, clock = RecordingStore(), [0.0]
+    rollups = _rollups(store, tmp_path, clock)
+    rollups.recover(None)
+    rollups.roll(SEQ.of(Position(0, 100)))
+    clock[0] += 5
+    store.fail_next = True
+    with pytest.raises(ConnectionError):
+        rollups.roll(SEQ.of(Position(0, 300)))
+    failed = store.calls[-1]
+    assert rollups.recovery.failing
+    # the sampling thread ticks every 0.1 s: within the backoff, no tick reaches the store
+    calls = len(store.calls)
+    clock[0] += 0.1
+    assert not rollups.due() and not rollups.roll(SEQ.of(Position(0, 400)))
+    assert len(store.calls) == calls
+    clock[0] += 60  # past any backoff (capped at 10 s)
+    assert rollups.roll(SEQ.of(Position(0, 700)))  # more is decided by now, but the failed range goes first
+    assert store.calls[-1] == failed  # same range, same token: the store drops it if the failed INSERT had landed
+    assert not rollups.recovery.failing
+    clock[0] += 1
+    assert rollups.roll(SEQ.of(Position(0, 700)))
+    assert store.calls[-1][:2] == (SEQ.of(Position(0, 300)) + 1, SEQ.of(Position(0, 700)))

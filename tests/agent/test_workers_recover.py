@@ -4,17 +4,26 @@ resumes by itself when it passes, and says so on the health registry: failing wh
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pytest
 from ragmon.judges.queue import Kept
+from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.health import HealthRegistry
+from ragmon.agent.intake import WalIntake
 from ragmon.agent.judging import JudgeService
+from ragmon.agent.sampling import Sampler
+from ragmon.agent.wal import WriteAheadLog
+from ragmon.agent.writer import StoreWriter
 from ragmon.settings import JudgeSettings
+from tests.agent.test_intake_spill import RecordingStore
 from tests.judges.worker_fakes import FullDiskQueue, trace_id
 
 DEADLINE_S = 60.0  # generous: the conditions below are polled, never waited for by a fixed sleep
@@ -86,3 +95,93 @@ def test_the_judge_worker_lives_through_a_full_queue_file_and_resumes_when_there
         service.stop(5.0)
         queue.close()
     assert _state(health, "judge")["state"] == "stopped" and health.live().ok  # asked to stop: nothing to restart
+
+
+class OutageStore(RecordingStore):
+    """The writer's store, each of whose three calls can be down on its own (the store's real, retryable
+    StoreError): inserts, the sampler's fragment reads, roll-ups — a server that is down refuses them all; one that
+    is overloaded (TOO_MANY_SIMULTANEOUS_QUERIES) takes inserts and refuses queries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down: set[str] = set()
+        self.refused: dict[str, int] = {"insert": 0, "read": 0, "roll_up": 0}
+        self.rolled: list[tuple[int, int, str | None]] = []
+        self.roll_up_tokens: list[str | None] = []  # of every try, refused or not
+        self._lock = threading.Lock()
+
+    def _refuse(self, call: str) -> None:
+        with self._lock:
+            if call in self.down:
+                self.refused[call] += 1
+                raise StoreError("Code: 210. DB::Exception: Connection refused (injected)", retryable=True, code=210)
+
+    def insert_otlp(self, envelopes: list[bytes], dedup_token: str) -> None:
+        self._refuse("insert")
+        super().insert_otlp(envelopes, dedup_token)
+
+    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table:
+        self._refuse("read")
+        return super().trace_fragment_table(seq_from, seq_to)
+
+    def roll_up(
+        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
+    ) -> None:
+        self.roll_up_tokens.append(dedup_token)
+        self._refuse("roll_up")
+        self.rolled.append((seq_from, seq_to, dedup_token))
+
+    def back(self, call: str) -> None:
+        with self._lock:
+            self.down.discard(call)
+
+
+def test_the_writer_sampling_and_roll_ups_live_through_a_store_outage_and_resume(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "ragmon.agent")
+    wal = WriteAheadLog(tmp_path / "wal", fsync="never")
+    intake = WalIntake(wal)
+    store = OutageStore()
+    store.down = {"insert", "read", "roll_up"}  # the server is down
+    health = HealthRegistry()
+    writer = StoreWriter(intake, wal, store, Sampler(), lambda decided: None, tmp_path / "state", health=health)
+    writer.recover()
+    writer.start()
+    try:
+        for i in range(5):
+            intake.consume("tenant-a", f"request-{i}".encode(), spans=1)
+        wait_until(lambda: _state(health, "writer")["state"] == "failing", "the writer to report the outage")
+        assert "Connection refused" in _state(health, "writer")["error"]
+        assert health.live().ok  # a store outage is no reason to restart the agent
+
+        store.back("insert")  # the server is up but refuses queries (overloaded): inserts go through
+        wait_until(lambda: len(store.envelopes) == 5, "the logged requests stored")
+        wait_until(lambda: writer.counts["sampling_errors"] >= 3, "sampling to try, and try again")
+        assert _state(health, "writer")["state"] == "ok"
+        assert _state(health, "sampling")["state"] == "failing"
+
+        store.back("read")  # the sampler's reads come back; roll-ups (INSERT ... SELECT) still fail
+        wait_until(lambda: _state(health, "sampling")["state"] == "ok", "sampling to resume")
+        wait_until(lambda: writer.counts["rollup_errors"] >= 3, "roll-ups to try, and try again")
+        assert _state(health, "rollups")["state"] == "failing"
+
+        refused_tokens = set(store.roll_up_tokens)
+        store.back("roll_up")
+        wait_until(lambda: writer.settled, "every stored range sampled and rolled up")
+        wait_until(lambda: _state(health, "rollups")["state"] == "ok", "roll-ups to report ok again")
+        assert health.ready().ok and health.live().ok
+        assert store.rolled[-1][1] == writer.rollups.rolled_to
+        # every try of the failed range had the same token: an INSERT that had landed is not counted twice
+        assert refused_tokens == {store.rolled[0][2]}
+    finally:
+        writer.stop(5.0)
+        wal.close()
+    # Each loop said what went wrong once and that it resumed once, not once per try.
+    said = [record.getMessage() for record in caplog.records if record.name == "ragmon.agent"]
+    for loop in ("sampling", "roll-ups"):
+        lines = [line for line in said if line.startswith(loop)]
+        assert len(lines) == 2, lines
+        assert "resumed after" in lines[-1]
+    assert {_state(health, name)["state"] for name in ("writer", "sampling", "rollups")} == {"stopped"}
+    assert health.live().ok  # stopped when asked to: nothing to restart

@@ -7,15 +7,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from ragmon.judges.queue import Kept
+from ragmon.sinks import Store, open_store
 from ragmon.sinks.errors import StoreError
 
+from ragmon.agent.alerting import AlertingService
+from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.health import HealthRegistry
 from ragmon.agent.intake import WalIntake
 from ragmon.agent.judging import JudgeService
@@ -23,6 +27,7 @@ from ragmon.agent.sampling import Sampler
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
 from ragmon.settings import JudgeSettings
+from tests.agent.test_alerting import FlakyStore
 from tests.agent.test_intake_spill import RecordingStore
 from tests.judges.worker_fakes import FullDiskQueue, trace_id
 
@@ -185,3 +190,46 @@ def test_the_writer_sampling_and_roll_ups_live_through_a_store_outage_and_resume
         assert "resumed after" in lines[-1]
     assert {_state(health, name)["state"] for name in ("writer", "sampling", "rollups")} == {"stopped"}
     assert health.live().ok  # stopped when asked to: nothing to restart
+
+
+class ReadsDown(FlakyStore):
+    """The real store, whose reads fail (the store's own retryable StoreError) while `reads_down` is set."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.failing = False  # alert inserts go through
+        self.reads_down = True
+
+    def read(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        if self.reads_down:
+            raise StoreError("Code: 210. DB::Exception: Connection refused (injected)", retryable=True, code=210)
+        return super().read(sql, params)
+
+
+@pytest.fixture
+def store(chdb_engine_dir: Path) -> Iterator[Store]:
+    opened = open_store(str(chdb_engine_dir), database=f"recover_{uuid.uuid4().hex[:8]}")
+    yield opened
+    opened.close()
+
+
+def test_alerting_retries_a_store_that_is_down_with_backoff_and_resumes_long_before_its_interval(store: Store) -> None:
+    interval_s = 300.0  # the next regular run is five minutes away: a recovery within the deadline is the backoff's
+    reads = ReadsDown(store)
+    health = HealthRegistry()
+    service = AlertingService(AlertsConfig.model_validate({"interval_s": interval_s}), reads, health=health)
+    service.start()
+    try:
+        wait_until(lambda: service.evaluator.stats.runs >= 3, "runs retried after a backoff, not an interval")
+        seen = _state(health, "alerting")
+        assert seen["state"] == "failing" and "Connection refused" in seen["error"], seen
+        assert health.live().ok
+
+        reads.reads_down = False  # the store is back
+        wait_until(lambda: _state(health, "alerting")["state"] == "ok", "alerting to report ok again")
+        runs = service.evaluator.stats.runs
+        assert service._thread.is_alive()
+    finally:
+        service.stop()
+    assert service.evaluator.stats.runs == runs  # back to its interval once it succeeded: no busy loop
+    assert _state(health, "alerting")["state"] == "stopped" and health.live().ok

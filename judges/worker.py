@@ -9,8 +9,10 @@ a collector that is down never slows judging, and the score reaches the store wh
 
 Nothing is lost and nothing is fabricated: every leased trace ends with one row per metric — a value, or an
 explicit non-ok status (unscorable, parse_error, llm_error, budget_exhausted, skipped). A payload source that
-fails (store down) puts the item back with a delay; after `max_attempts` leases (failures or crashed workers) the
-item is failed with `skipped` rows that say why. A judge that raises (a bug) gives `llm_error` rows, never a crash.
+fails puts the item back with a delay: without counting the attempt when the fault is the source's, not the item's
+(`SourceUnavailable`, or a transient fault — the store down, `ragmon.retry.is_transient`), so an outage of any
+length fails no trace; otherwise counted, and after `max_attempts` leases (failures or crashed workers) the item is
+failed with `skipped` rows that say why. A judge that raises (a bug) gives `llm_error` rows, never a crash.
 
 Lifecycle: `await worker.run()` until `await worker.stop(timeout_s)` — which stops leasing, lets in-flight traces
 finish within the timeout, puts the rest back in the queue without counting the attempt, delivers what was
@@ -46,6 +48,11 @@ from ragmon.judges.types import MetricResult, RagSample, Status
 from ragmon.retry import Recovery, is_transient
 
 log = logging.getLogger("ragmon.judges")
+
+# A trace's fault (its payload read, its record) keeps the worker's health failing this long after it last happened
+# unless a trace is recorded meanwhile: items put back retry every `payload_retry_s`, so a fault still there recurs
+# well within it, and one that does not recur has passed.
+_TRACE_FAULT_MEMORY_S = 30.0
 
 # Online metrics: context recall needs a reference answer, which production traffic lacks (it would be `skipped`).
 DEFAULT_METRICS = (Faithfulness.name, AnswerRelevance.name, ContextPrecision.name, ContextRelevance.name)
@@ -180,7 +187,8 @@ class JudgeWorker:
         self.health = health
         self.stats = WorkerStats(traces=Counter(), scores=Counter())
         self._recovery = Recovery("judge worker", log)
-        self._trace_fault = ""  # the last fault of a trace's own steps, until a trace is recorded again
+        self._trace_fault = ""  # the last fault of a trace's own steps, until a trace is recorded again ...
+        self._trace_fault_at_s = 0.0  # ... or it is this old: a fault that does not recur has passed
         self._stop_requested = asyncio.Event()  # wakes a backoff wait, which finishing traces must not cut short
         self._in_flight: dict[asyncio.Task[None], Lease] = {}
         self._undelivered: dict[tuple[str, str, str], Lease] = {}  # recorded here, not yet in the store
@@ -254,7 +262,7 @@ class JudgeWorker:
 
     def _report(self) -> None:
         """A heartbeat after a step that worked: ok, unless traces still cannot record their rows."""
-        if not self._in_flight:  # no trace waits on a trace's fault any more (the item comes back by its lease)
+        if time.monotonic() - self._trace_fault_at_s > max(_TRACE_FAULT_MEMORY_S, 3 * self.config.payload_retry_s):
             self._trace_fault = ""
         if self.health is None:
             return
@@ -267,6 +275,7 @@ class JudgeWorker:
         self.stats.faults += 1
         self._recovery.note(exc)
         self._trace_fault = f"{type(exc).__name__}: {exc}"
+        self._trace_fault_at_s = time.monotonic()
         if self.health is not None:
             self.health.failing(exc)
 
@@ -341,14 +350,15 @@ class JudgeWorker:
         else:
             try:
                 sample = await self.payloads.payload(lease.tenant, lease.trace_id)
-            except Exception as exc:  # the store is down or broken: retry later, bounded by max_attempts
+            except Exception as exc:  # the store is down or broken: retry later (bounded by max_attempts if broken)
                 self.stats.payload_errors += 1
+                self._trace_failed(exc)
                 await asyncio.to_thread(
                     self.queue.release,
                     lease,
                     retry_in_s=config.payload_retry_s,
                     error=f"payload source: {exc!r}",
-                    count_attempt=not isinstance(exc, SourceUnavailable),
+                    count_attempt=not (isinstance(exc, SourceUnavailable) or is_transient(exc)),
                 )
                 return
             if sample is None:

@@ -55,17 +55,25 @@ def faithfulness_responder(body: Any, *, delay_s: float = 0.0) -> Completion:
 
 
 class DictPayloads:
-    """`PayloadSource` over a dict; a trace not in it has no payload. `fail_times` makes the first N calls raise."""
+    """`PayloadSource` over a dict; a trace not in it has no payload. `fail_times` makes the first N calls raise
+    `error` (by default a connection refused: the store down, a fault that passes)."""
 
-    def __init__(self, payloads: Mapping[tuple[str, str], RagSample], *, fail_times: int = 0) -> None:
+    def __init__(
+        self,
+        payloads: Mapping[tuple[str, str], RagSample],
+        *,
+        fail_times: int = 0,
+        error: Exception | None = None,
+    ) -> None:
         self.payloads = dict(payloads)
         self.fail_times = fail_times
+        self.error = error or ConnectionRefusedError("store unavailable")
         self.calls = 0
 
     async def payload(self, tenant: str, trace_id: str) -> RagSample | None:
         self.calls += 1
         if self.calls <= self.fail_times:
-            raise ConnectionError("store unavailable")
+            raise self.error
         return self.payloads.get((tenant, trace_id))
 
 

@@ -3,7 +3,9 @@
 - `Judging.start` opens the queue under the data directory, catches up once on kept traces that were never
   queued, and — with `judge.run_in_agent` (the default) — runs the judge worker in-process. With it off, the
   agent still enqueues every kept trace for the configured judge's version, and `ragmon judge` workers take them.
-- Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`).
+- Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`). While the queue
+  file cannot take them (disk full, locked) they wait in memory (at most `UNQUEUED_MAX`; past it the oldest are
+  dropped and counted, and the next start's catch-up queues them) and go in with the next enqueue that succeeds.
 - The catch-up: traces of the last week with a payload but no online score and no queue item of any judge
   version (kept while nothing queued them — an older agent with `run_in_agent = false`, a failed enqueue, a
   kill -9 between the copy and the enqueue). Idempotent: the queue key and the "no item of any version" check
@@ -29,6 +31,7 @@ import logging
 import os
 import secrets
 import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
+from ragmon.retry import Recovery, is_transient
 from ragmon.settings import JudgeSettings
 
 log = logging.getLogger("ragmon.agent")
@@ -56,6 +60,9 @@ CATCH_UP_WINDOW_S = 7 * 86400
 # failing step (ragmon.retry.FOREVER) or 10 s for the queue file's lock (its busy timeout): a minute of silence is
 # a worker stuck in a call.
 JUDGE_STALL_AFTER_S = 60.0
+# Kept traces held in memory while the queue file refuses them: a few minutes of a busy agent's kept traces (~100
+# bytes each); the rest are found by the next start's catch-up, as any trace kept but never queued.
+UNQUEUED_MAX = 100_000
 
 
 class JudgeService:
@@ -124,6 +131,10 @@ class Judging:
         self.queue = queue
         self.version = version
         self.service = service
+        self.unqueued: deque[Kept] = deque()  # kept traces the queue file refused (a transient fault), oldest first
+        self.unqueued_dropped = 0  # past UNQUEUED_MAX: left to the next start's catch-up
+        self._recovery = Recovery("judge queue", log)
+        self._enqueue_lock = threading.Lock()  # the sampling thread enqueues; stop() may flush
 
     @classmethod
     def start(
@@ -167,7 +178,29 @@ class Judging:
             )
             for row in kept
         ]
-        return self.queue.enqueue(items, self.version)
+        with self._enqueue_lock:
+            self.unqueued.extend(items)
+            return self._enqueue_unqueued()
+
+    def _enqueue_unqueued(self) -> int:
+        """Queue what waits (the traces refused before, then the new ones). A transient fault keeps them waiting
+        (logged once); any other error is raised, as before, to the caller that counts it."""
+        if not self.unqueued:
+            return 0
+        try:
+            added = self.queue.enqueue(list(self.unqueued), self.version)
+        except Exception as exc:
+            if not is_transient(exc):
+                self.unqueued.clear()
+                raise
+            self._recovery.failed(exc)
+            while len(self.unqueued) > UNQUEUED_MAX:
+                self.unqueued.popleft()
+                self.unqueued_dropped += 1
+            return 0
+        self._recovery.succeeded()
+        self.unqueued.clear()
+        return added
 
     def catch_up(self, store: Any) -> int:
         """Queue kept traces that have no online score and were never queued; returns how many. A store that
@@ -197,6 +230,13 @@ class Judging:
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.service is not None:
             self.service.stop(timeout_s)
+        with self._enqueue_lock:
+            try:
+                self._enqueue_unqueued()
+            except Exception:  # the next start's catch-up queues them
+                log.exception("could not queue %d kept traces before stopping", len(self.unqueued))
+            if self.unqueued:
+                log.warning("%d kept traces not queued; the next start queues them", len(self.unqueued))
         self.queue.close()
 
     def render_prometheus(self) -> str:

@@ -22,7 +22,7 @@ from ragmon.agent.alerting import AlertingService
 from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.health import HealthRegistry
 from ragmon.agent.intake import WalIntake
-from ragmon.agent.judging import JudgeService
+from ragmon.agent.judging import JudgeService, Judging
 from ragmon.agent.sampling import Sampler
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
@@ -100,6 +100,23 @@ def test_the_judge_worker_lives_through_a_full_queue_file_and_resumes_when_there
         service.stop(5.0)
         queue.close()
     assert _state(health, "judge")["state"] == "stopped" and health.live().ok  # asked to stop: nothing to restart
+
+
+def test_kept_traces_the_full_queue_file_refuses_wait_and_go_in_when_there_is_room(tmp_path: Path) -> None:
+    queue = FullDiskQueue(tmp_path / "judge-queue.sqlite", synchronous="NORMAL")
+    judging = Judging(queue, "v1", service=None)
+    kept = [{"tenant": "t", "trace_id": f"{i:032x}", "reasons": ["slow"], "probability": 1.0} for i in range(3)]
+    try:
+        queue.fill()
+        assert judging.enqueue(kept[:2]) == 0  # refused: they wait, instead of waiting for a restart
+        assert [k.trace_id for k in judging.unqueued] == [kept[0]["trace_id"], kept[1]["trace_id"]]
+        queue.make_room()
+        assert judging.enqueue(kept[2:]) == 3  # the next kept trace takes the waiting ones in with it
+        assert not judging.unqueued
+        queued = {item["trace_id"] for item in queue.items() if item["judge_version"] == "v1"}
+        assert queued == {row["trace_id"] for row in kept}
+    finally:
+        queue.close()
 
 
 class OutageStore(RecordingStore):

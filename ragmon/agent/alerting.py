@@ -228,8 +228,8 @@ class AlertingService:
         return "\n".join(lines) + "\n"
 
 
-def start_alerting(alerts: AlertsConfig, store: Any) -> AlertingService | None:
-    """The running service, or None when `[agent.alerts] enabled = false`."""
+def start_alerting(alerts: AlertsConfig, store: Any, *, health: HealthRegistry | None = None) -> AlertingService | None:
+    """The running service (reporting to `health` as `alerting`), or None when `[agent.alerts] enabled = false`."""
     if not alerts.enabled:
         return None
-    return AlertingService(alerts, store).start()
+    return AlertingService(alerts, store, health=health).start()

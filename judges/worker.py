@@ -190,6 +190,8 @@ class JudgeWorker:
         self._trace_fault = ""  # the last fault of a trace's own steps, until a trace is recorded again ...
         self._trace_fault_at_s = 0.0  # ... or it is this old: a fault that does not recur has passed
         self._stop_requested = asyncio.Event()  # wakes a backoff wait, which finishing traces must not cut short
+        # While the payload source is down, leasing more items would only put each back at once: wait this long.
+        self._lease_not_before_s = 0.0
         self._in_flight: dict[asyncio.Task[None], Lease] = {}
         self._undelivered: dict[tuple[str, str, str], Lease] = {}  # recorded here, not yet in the store
         self._records = _BatchedRecords(queue)
@@ -240,7 +242,7 @@ class JudgeWorker:
         """Deliver what is due, lease what there is room for; True when `until_empty` and nothing is left."""
         await self._deliver(force=False)
         free = self.config.concurrency - len(self._in_flight)
-        if free > 0:
+        if free > 0 and time.monotonic() >= self._lease_not_before_s:
             for lease in await asyncio.to_thread(
                 self.queue.lease, free, self.config.lease_s, judge_version=self.judge_version
             ):
@@ -353,12 +355,15 @@ class JudgeWorker:
             except Exception as exc:  # the store is down or broken: retry later (bounded by max_attempts if broken)
                 self.stats.payload_errors += 1
                 self._trace_failed(exc)
+                source_down = isinstance(exc, SourceUnavailable) or is_transient(exc)
+                if source_down:  # the next items would fail alike: lease again when this one is retried
+                    self._lease_not_before_s = time.monotonic() + config.payload_retry_s
                 await asyncio.to_thread(
                     self.queue.release,
                     lease,
                     retry_in_s=config.payload_retry_s,
                     error=f"payload source: {exc!r}",
-                    count_attempt=not (isinstance(exc, SourceUnavailable) or is_transient(exc)),
+                    count_attempt=not source_down,
                 )
                 return
             if sample is None:

@@ -209,6 +209,42 @@ def test_the_writer_sampling_and_roll_ups_live_through_a_store_outage_and_resume
     assert health.live().ok  # stopped when asked to: nothing to restart
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full for a real ENOSPC")
+def test_the_writer_lives_through_a_full_disk_under_its_state_and_resumes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "ragmon.agent")
+    state = tmp_path / "state"
+    state.mkdir()
+    # The batch journal is written to batch.tmp and renamed: pointed at /dev/full, every write of it fails with the
+    # kernel's own ENOSPC, before the batch reaches the store, as on a full disk.
+    full = state / "batch.tmp"
+    full.symlink_to("/dev/full")
+    wal = WriteAheadLog(tmp_path / "wal", fsync="never")
+    intake = WalIntake(wal)
+    store = OutageStore()
+    health = HealthRegistry()
+    writer = StoreWriter(intake, wal, store, Sampler(), lambda decided: None, state, health=health)
+    writer.recover()
+    writer.start()
+    try:
+        for i in range(3):
+            intake.consume("tenant-a", f"request-{i}".encode(), spans=1)
+        wait_until(lambda: writer.counts["writer_errors"] >= 3, "the writer to try, and try again")
+        seen = _state(health, "writer")
+        assert seen["state"] == "failing" and "No space left on device" in seen["error"], seen
+        assert store.envelopes == [] and writer._thread is not None and writer._thread.is_alive()
+
+        full.unlink()  # room again
+        wait_until(lambda: len(store.envelopes) == 3, "the logged requests stored")
+        wait_until(lambda: _state(health, "writer")["state"] == "ok", "the writer to report ok again")
+    finally:
+        writer.stop(5.0)
+        wal.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "ragmon.agent" and r.getMessage().startswith("store")]
+    assert len(lines) == 2 and "resumed after" in lines[-1], lines  # said once, not once per try
+
+
 class ReadsDown(FlakyStore):
     """The real store, whose reads fail (the store's own retryable StoreError) while `reads_down` is set."""
 

@@ -261,8 +261,15 @@ class JudgeQueue:
             return self.queue._db
 
         def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+            db = self.queue._db
             try:
-                self.queue._db.execute("ROLLBACK" if exc_type else "COMMIT")
+                # SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, IOERR, NOMEM); a ROLLBACK
+                # then fails with "no transaction is active", which would replace the error that says what happened
+                # ("database or disk is full", a fault to retry) with one that reads like a bug.
+                if not exc_type:
+                    db.execute("COMMIT")
+                elif db.in_transaction:
+                    db.execute("ROLLBACK")
             finally:
                 self.queue._lock.release()
 

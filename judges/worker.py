@@ -9,12 +9,21 @@ a collector that is down never slows judging, and the score reaches the store wh
 
 Nothing is lost and nothing is fabricated: every leased trace ends with one row per metric — a value, or an
 explicit non-ok status (unscorable, parse_error, llm_error, budget_exhausted, skipped). A payload source that
-fails (store down) puts the item back with a delay; after `max_attempts` leases (failures or crashed workers) the
-item is failed with `skipped` rows that say why. A judge that raises (a bug) gives `llm_error` rows, never a crash.
+fails puts the item back with a delay: without counting the attempt when the fault is the source's, not the item's
+(`SourceUnavailable`, or a transient fault — the store down, `ragmon.retry.is_transient`), so an outage of any
+length fails no trace; otherwise counted, and after `max_attempts` leases (failures or crashed workers) the item is
+failed with `skipped` rows that say why. A judge that raises (a bug) gives `llm_error` rows, never a crash.
 
 Lifecycle: `await worker.run()` until `await worker.stop(timeout_s)` — which stops leasing, lets in-flight traces
 finish within the timeout, puts the rest back in the queue without counting the attempt, delivers what was
 recorded, and returns. `run(until_empty=True)` returns by itself when the queue has nothing left to do.
+
+Faults: `run()` never stops on one. A queue file that is full, locked or failing, a store that is down, or a bug
+in a step is retried with jittered backoff (`ragmon.retry.Recovery`: up to 10 s between tries, interruptible by
+`stop`) for as long as it lasts, logged once per distinct problem, and reported to `health` (failing with the
+error, then ok) — the worker resumes by itself when the fault passes. A judged trace whose rows the queue cannot
+take yet keeps them and its lease and tries again (judging it again would cost the judge's calls twice). Only a
+`run(until_empty=True)` (a batch job, whose caller wants an answer) raises on a bug instead of retrying it.
 """
 
 from __future__ import annotations
@@ -36,7 +45,14 @@ from ragmon.judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, R
 from ragmon.judges.score_rows import score_row, status_rows, summary_status
 from ragmon.judges.types import MetricResult, RagSample, Status
 
+from ragmon.retry import Recovery, is_transient
+
 log = logging.getLogger("ragmon.judges")
+
+# A trace's fault (its payload read, its record) keeps the worker's health failing this long after it last happened
+# unless a trace is recorded meanwhile: items put back retry every `payload_retry_s`, so a fault still there recurs
+# well within it, and one that does not recur has passed.
+_TRACE_FAULT_MEMORY_S = 30.0
 
 # Online metrics: context recall needs a reference answer, which production traffic lacks (it would be `skipped`).
 DEFAULT_METRICS = (Faithfulness.name, AnswerRelevance.name, ContextPrecision.name, ContextRelevance.name)
@@ -60,6 +76,15 @@ class ScoreEvents(Protocol):
     def emit(
         self, row: Mapping[str, Any], *, span_id: str = "", faithfulness_threshold: float | None = None
     ) -> None: ...
+
+
+class HealthReport(Protocol):
+    """Where the worker says how it is doing: a heartbeat on progress or an idle poll, or the fault it is retrying
+    (ragmon.agent.health.Component in the agent)."""
+
+    def ok(self) -> None: ...
+
+    def failing(self, error: BaseException | str) -> None: ...
 
 
 class ScoreSink(Protocol):
@@ -94,6 +119,7 @@ class WorkerStats:
     traces: Counter[str]  # finished traces by summary status ("ok", "budget_exhausted", "mixed", ...)
     scores: Counter[str]  # rows by status
     lease_lost: int = 0  # results dropped because another worker had taken the item over
+    faults: int = 0  # failed tries of the worker's own steps (queue file, store, bugs), each retried
     payload_errors: int = 0
     delivery_errors: int = 0
     rows_delivered: int = 0
@@ -149,6 +175,7 @@ class JudgeWorker:
         *,
         config: WorkerConfig | None = None,
         events: ScoreEvents | None = None,
+        health: HealthReport | None = None,
     ) -> None:
         self.queue = queue
         self.judge = judge
@@ -157,7 +184,14 @@ class JudgeWorker:
         self.config = config or WorkerConfig()
         self.judge_version = judge.version
         self.events = events
+        self.health = health
         self.stats = WorkerStats(traces=Counter(), scores=Counter())
+        self._recovery = Recovery("judge worker", log)
+        self._trace_fault = ""  # the last fault of a trace's own steps, until a trace is recorded again ...
+        self._trace_fault_at_s = 0.0  # ... or it is this old: a fault that does not recur has passed
+        self._stop_requested = asyncio.Event()  # wakes a backoff wait, which finishing traces must not cut short
+        # While the payload source is down, leasing more items would only put each back at once: wait this long.
+        self._lease_not_before_s = 0.0
         self._in_flight: dict[asyncio.Task[None], Lease] = {}
         self._undelivered: dict[tuple[str, str, str], Lease] = {}  # recorded here, not yet in the store
         self._records = _BatchedRecords(queue)
@@ -169,21 +203,25 @@ class JudgeWorker:
         self._delivery_not_before = 0.0
 
     # -- lifecycle -----------------------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop()` was called (a `run()` that returns otherwise ran `until_empty`)."""
+        return self._stopping
+
     async def run(self, *, until_empty: bool = False) -> None:
         renewer = asyncio.create_task(self._renew_leases())
         try:
             while not self._stopping:
-                await self._deliver(force=False)
-                free = self.config.concurrency - len(self._in_flight)
-                if free > 0:
-                    for lease in await asyncio.to_thread(
-                        self.queue.lease, free, self.config.lease_s, judge_version=self.judge_version
-                    ):
-                        self._in_flight[asyncio.create_task(self._judge(lease))] = lease
-                if until_empty and not self._in_flight:
-                    await self._deliver(force=True)
-                    if await asyncio.to_thread(self.queue.pending, self.judge_version) == 0:
+                try:
+                    if await self._step(until_empty):
                         break
+                except Exception as exc:  # a full or locked queue file, a store down, a bug: never stop for it
+                    if until_empty and not is_transient(exc):
+                        raise  # a batch job's caller wants to hear about a bug, not wait on it
+                    await self._backoff(exc)
+                    continue
+                self._recovery.succeeded()
+                self._report()
                 await self._wait()
         finally:
             await self._shut_down()
@@ -197,7 +235,51 @@ class JudgeWorker:
         self._stop_timeout_s = timeout_s
         self._stopping = True
         self._wake.set()
+        self._stop_requested.set()
         await self._finished.wait()
+
+    async def _step(self, until_empty: bool) -> bool:
+        """Deliver what is due, lease what there is room for; True when `until_empty` and nothing is left."""
+        await self._deliver(force=False)
+        free = self.config.concurrency - len(self._in_flight)
+        if free > 0 and time.monotonic() >= self._lease_not_before_s:
+            for lease in await asyncio.to_thread(
+                self.queue.lease, free, self.config.lease_s, judge_version=self.judge_version
+            ):
+                self._in_flight[asyncio.create_task(self._judge(lease))] = lease
+        if until_empty and not self._in_flight:
+            await self._deliver(force=True)
+            if await asyncio.to_thread(self.queue.pending, self.judge_version) == 0:
+                return True
+        return False
+
+    async def _backoff(self, exc: Exception) -> None:
+        """A step failed: say so (once per distinct problem) and wait before the next try, unless stopped."""
+        self.stats.faults += 1
+        delay_s = self._recovery.failed(exc)
+        if self.health is not None:
+            self.health.failing(exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_requested.wait(), delay_s)
+
+    def _report(self) -> None:
+        """A heartbeat after a step that worked: ok, unless traces still cannot record their rows."""
+        if time.monotonic() - self._trace_fault_at_s > max(_TRACE_FAULT_MEMORY_S, 3 * self.config.payload_retry_s):
+            self._trace_fault = ""
+        if self.health is None:
+            return
+        if self._trace_fault:
+            self.health.failing(self._trace_fault)
+        else:
+            self.health.ok()
+
+    def _trace_failed(self, exc: BaseException) -> None:
+        self.stats.faults += 1
+        self._recovery.note(exc)
+        self._trace_fault = f"{type(exc).__name__}: {exc}"
+        self._trace_fault_at_s = time.monotonic()
+        if self.health is not None:
+            self.health.failing(exc)
 
     async def _wait(self) -> None:
         """Until a trace finishes, stop() is called, or it is time to deliver or poll again."""
@@ -226,11 +308,17 @@ class JudgeWorker:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
                 # Stopping is not the item's fault: its attempt is not counted.
-                if await asyncio.to_thread(self.queue.release, self._in_flight[task], count_attempt=False):
-                    self.stats.released_on_stop += 1
+                try:
+                    if await asyncio.to_thread(self.queue.release, self._in_flight[task], count_attempt=False):
+                        self.stats.released_on_stop += 1
+                except Exception as exc:  # the queue file fails: the lease lapses and the item comes back then
+                    self._recovery.note(exc)
             self._in_flight.clear()
         self._delivery_not_before = 0.0
-        await self._deliver(force=True)
+        try:
+            await self._deliver(force=True)
+        except Exception as exc:  # the rows stay recorded in the queue file; any worker delivers them later
+            self._recovery.note(exc)
 
     def _since_delivery_s(self) -> float:
         return time.monotonic() - self._last_delivery
@@ -239,6 +327,8 @@ class JudgeWorker:
     async def _judge(self, lease: Lease) -> None:
         try:
             await self._judge_unguarded(lease)
+        except Exception as exc:  # the queue file failed a step of this trace, or a bug: never lost silently —
+            self._trace_failed(exc)  # the lease lapses and the item comes back (its attempt counted)
         finally:
             self._wake.set()
 
@@ -262,14 +352,18 @@ class JudgeWorker:
         else:
             try:
                 sample = await self.payloads.payload(lease.tenant, lease.trace_id)
-            except Exception as exc:  # the store is down or broken: retry later, bounded by max_attempts
+            except Exception as exc:  # the store is down or broken: retry later (bounded by max_attempts if broken)
                 self.stats.payload_errors += 1
+                self._trace_failed(exc)
+                source_down = isinstance(exc, SourceUnavailable) or is_transient(exc)
+                if source_down:  # the next items would fail alike: lease again when this one is retried
+                    self._lease_not_before_s = time.monotonic() + config.payload_retry_s
                 await asyncio.to_thread(
                     self.queue.release,
                     lease,
                     retry_in_s=config.payload_retry_s,
                     error=f"payload source: {exc!r}",
-                    count_attempt=not isinstance(exc, SourceUnavailable),
+                    count_attempt=not source_down,
                 )
                 return
             if sample is None:
@@ -300,7 +394,7 @@ class JudgeWorker:
                     for r in results
                 ]
         status = summary_status(rows)
-        recorded = await self._records.record(Recording(lease, rows, status, final_state, error))
+        recorded = await self._record(Recording(lease, rows, status, final_state, error))
         if not recorded:
             self.stats.lease_lost += 1
             return
@@ -309,6 +403,24 @@ class JudgeWorker:
         for row in rows:
             self.stats.scores[row["status"]] += 1
             self._emit(row, lease)
+
+    async def _record(self, recording: Recording) -> bool:
+        """The outbox step, tried again while the queue file cannot take it (full, locked): the rows are judged,
+        and paid for, so they wait here — the item stays in flight and the renewer keeps its lease — rather than be
+        judged again. A stop cancels the wait after its timeout and puts the item back."""
+        failures = 0
+        while True:
+            try:
+                kept = await self._records.record(recording)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                failures += 1
+                self._trace_failed(exc)
+                await asyncio.sleep(self._recovery.delay_s(failures))
+                continue
+            self._trace_fault = ""
+            return kept
 
     async def _score(self, metric: str, sample: RagSample, feature: str) -> MetricResult:
         token = current_feature.set(feature)  # the judge charges per-feature budgets to it
@@ -380,7 +492,10 @@ class JudgeWorker:
             await asyncio.sleep(interval_s)
             held = [*self._in_flight.values(), *self._undelivered.values()]
             if held:
-                await asyncio.to_thread(self.queue.renew, held, self.config.lease_s)
+                try:
+                    await asyncio.to_thread(self.queue.renew, held, self.config.lease_s)
+                except Exception as exc:  # tried again next interval; a lease lost meanwhile costs a re-judgement
+                    self._trace_failed(exc)
 
 
 def _with_payload_fields(lease: Lease, sample: RagSample) -> Lease:

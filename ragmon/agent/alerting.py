@@ -6,7 +6,11 @@ alert state change in `alerts` and sends it to the rule's channels.
 
 One background thread. Nothing here may stop the agent: a failing read is counted per rule by the evaluator, a
 failing alert insert is kept (bounded) and retried on the next run, a failing webhook is counted by the dispatcher,
-and an unexpected error in a run is counted and logged once per streak. Counters go to the agent's /metrics.
+and an unexpected error in a run is counted and logged once per distinct error. A run that failed, or whose reads or
+alert inserts failed (the store is down), is tried again after a jittered backoff (`ragmon.retry.Recovery`, from
+0.2 s up to 10 s, never later than the interval) rather than a whole interval later, so the thread catches up as soon
+as the store is back; it reports to the agent's health registry as `alerting` (failing with the error, then ok).
+Counters go to the agent's /metrics.
 """
 
 from __future__ import annotations
@@ -24,10 +28,22 @@ from ragmon.agent.drift.record import AlertRecord
 from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.drift.signals import SignalSource
 from ragmon.agent.drift.store_source import StoreSignalSource
+from ragmon.agent.health import Component, HealthRegistry
+from ragmon.retry import Recovery
 
 log = logging.getLogger("ragmon.alerts")
 
 _PENDING_MAX = 1_000  # alert rows kept for a retry while the store refuses them
+# Beyond its interval, what the thread may take without a heartbeat: a run over a slow store (reads, a webhook's
+# bounded retries) and the longest backoff.
+_RUN_ALLOWANCE_S = 120.0
+
+
+class RunDegraded(Exception):
+    """A run that finished but whose signal reads or alert inserts failed (counted and logged where they failed):
+    the store is unavailable, retried like any fault that passes by itself."""
+
+    retryable = True
 
 
 class AlertStore(Protocol):
@@ -91,6 +107,7 @@ class AlertingService:
         source: SignalSource | None = None,
         dispatcher: Dispatcher | None = None,
         clock: Callable[[], float] = time.time,
+        health: HealthRegistry | None = None,
     ) -> None:
         self.config = config
         self.store_sink = StoreAlertSink(store)
@@ -102,7 +119,13 @@ class AlertingService:
             sinks=[self.store_sink, self.dispatcher],  # stored first: the table is the record of what happened
         )
         self.run_errors = 0
-        self._failing = False
+        self.health: Component | None = (
+            health.component("alerting", stall_after_s=config.interval_s + _RUN_ALLOWANCE_S)
+            if health is not None
+            else None
+        )
+        self._recovery = Recovery("alerting", log)
+        self._retry_in_s: float | None = None  # after a failed run: when to try again (sooner than the interval)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ragmon-alerts", daemon=True)
 
@@ -111,23 +134,43 @@ class AlertingService:
         return self
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            self.run_once()
-            self._stop.wait(self.config.interval_s)
+        try:
+            while not self._stop.is_set():
+                self.run_once()
+                wait_s = self.config.interval_s
+                if self._retry_in_s is not None:
+                    wait_s = min(wait_s, self._retry_in_s)
+                self._stop.wait(wait_s)
+        finally:
+            if self.health is not None:
+                self.health.stopped(expected=self._stop.is_set())
 
     def run_once(self) -> list[AlertRecord]:
         """One evaluation: retry alert rows the store refused, judge the windows that closed. Never raises."""
+        source_errors = sum(self.evaluator.stats.source_errors.values())
+        store_errors = self.store_sink.errors
         try:
             self.store_sink.flush()
             records = self.evaluator.evaluate()
         except Exception as exc:  # the evaluator guards its own steps; this is the last line of defence
             self.run_errors += 1
-            if not self._failing:
-                log.exception("alert evaluation failed: %r; counting further failures until one succeeds", exc)
-            self._failing = True
+            self._failed(exc)
             return []
-        self._failing = False
+        if sum(self.evaluator.stats.source_errors.values()) > source_errors:
+            self._failed(RunDegraded(f"reading signals: {self.evaluator.stats.last_error}"))
+        elif self.store_sink.errors > store_errors:
+            self._failed(RunDegraded(f"storing alerts: {self.store_sink.last_error}"))
+        else:
+            self._recovery.succeeded()
+            self._retry_in_s = None
+            if self.health is not None:
+                self.health.ok()
         return records
+
+    def _failed(self, exc: Exception) -> None:
+        self._retry_in_s = self._recovery.failed(exc)
+        if self.health is not None:
+            self.health.failing(str(exc) if isinstance(exc, RunDegraded) else exc)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
@@ -185,8 +228,8 @@ class AlertingService:
         return "\n".join(lines) + "\n"
 
 
-def start_alerting(alerts: AlertsConfig, store: Any) -> AlertingService | None:
-    """The running service, or None when `[agent.alerts] enabled = false`."""
+def start_alerting(alerts: AlertsConfig, store: Any, *, health: HealthRegistry | None = None) -> AlertingService | None:
+    """The running service (reporting to `health` as `alerting`), or None when `[agent.alerts] enabled = false`."""
     if not alerts.enabled:
         return None
-    return AlertingService(alerts, store).start()
+    return AlertingService(alerts, store, health=health).start()

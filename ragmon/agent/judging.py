@@ -3,7 +3,9 @@
 - `Judging.start` opens the queue under the data directory, catches up once on kept traces that were never
   queued, and — with `judge.run_in_agent` (the default) — runs the judge worker in-process. With it off, the
   agent still enqueues every kept trace for the configured judge's version, and `ragmon judge` workers take them.
-- Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`).
+- Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`). While the queue
+  file cannot take them (disk full, locked) they wait in memory (at most `UNQUEUED_MAX`; past it the oldest are
+  dropped and counted, and the next start's catch-up queues them) and go in with the next enqueue that succeeds.
 - The catch-up: traces of the last week with a payload but no online score and no queue item of any judge
   version (kept while nothing queued them — an older agent with `run_in_agent = false`, a failed enqueue, a
   kill -9 between the copy and the enqueue). Idempotent: the queue key and the "no item of any version" check
@@ -16,7 +18,9 @@
 The in-process worker (`JudgeService`) judges within the judge's rate limit and budget and writes scores to the
 store; with `judge.events.endpoint` set it also sends each score out as a `gen_ai.evaluation.result` event
 (ragmon/agent/score_events.py), counted on /metrics. Stopping lets in-flight traces finish within a deadline; the
-rest stay queued.
+rest stay queued. It never stops on a fault — a full disk under the queue file, a store that is down, a bug in a
+step: the worker retries with backoff and resumes when the fault passes (judges/worker.py), reporting to the
+agent's health registry as the `judge` component (ragmon/agent/health.py).
 """
 
 from __future__ import annotations
@@ -27,15 +31,18 @@ import logging
 import os
 import secrets
 import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragmon.agent import score_events
+from ragmon.agent.health import Component, HealthRegistry
 from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
+from ragmon.retry import Recovery, is_transient
 from ragmon.settings import JudgeSettings
 
 log = logging.getLogger("ragmon.agent")
@@ -49,13 +56,25 @@ CATCH_UP_LIMIT = 100_000  # traces per start; a larger backlog is caught up over
 # How far back the catch-up looks: a kept trace older than a week is judged by `ragmon backeval` if at all (its
 # score would land on a day the report has long shown), and the window bounds the catch-up's memory in the store.
 CATCH_UP_WINDOW_S = 7 * 86400
+# The worker beats after every loop (at least each `idle_poll_s`, 0.5 s), and waits at most 10 s between tries of a
+# failing step (ragmon.retry.FOREVER) or 10 s for the queue file's lock (its busy timeout): a minute of silence is
+# a worker stuck in a call.
+JUDGE_STALL_AFTER_S = 60.0
+# Kept traces held in memory while the queue file refuses them: a few minutes of a busy agent's kept traces (~100
+# bytes each); the rest are found by the next start's catch-up, as any trace kept but never queued.
+UNQUEUED_MAX = 100_000
 
 
 class JudgeService:
     """The judge worker on a thread of its own (an asyncio loop), over the agent's queue and store."""
 
-    def __init__(self, settings: JudgeSettings, store: Any, queue: JudgeQueue) -> None:
+    def __init__(
+        self, settings: JudgeSettings, store: Any, queue: JudgeQueue, *, health: HealthRegistry | None = None
+    ) -> None:
         self.queue = queue
+        self.health: Component | None = (
+            health.component("judge", stall_after_s=JUDGE_STALL_AFTER_S) if health is not None else None
+        )
         self.judge = make_judge(settings.backend, settings)
         lock = threading.Lock()  # the worker's store calls, one at a time
         # After the judge (which may refuse its settings): it starts an export thread that only stop() ends.
@@ -67,6 +86,7 @@ class JudgeService:
             StoreScoreSink(store, lock=lock),
             config=WorkerConfig(lease_s=IN_AGENT_LEASE_S),
             events=self.events,
+            health=self.health,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, name="ragmon-judge", daemon=True)
@@ -78,9 +98,15 @@ class JudgeService:
     def _run(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
         try:
+            # Returns only once stop() was called: the worker retries every fault itself.
             loop.run_until_complete(self.worker.run())
-        except Exception:
+        except BaseException as exc:  # out of memory, a stop gone wrong: said in the log and on /health, never silent
             log.exception("the judge worker stopped on an error; kept traces stay queued")
+            if self.health is not None:
+                self.health.stopped(exc)
+        else:
+            if self.health is not None:
+                self.health.stopped("" if self.worker.stopping else "returned unasked", expected=self.worker.stopping)
         finally:
             loop.run_until_complete(self.judge.aclose())
             loop.close()
@@ -105,13 +131,21 @@ class Judging:
         self.queue = queue
         self.version = version
         self.service = service
+        self.unqueued: deque[Kept] = deque()  # kept traces the queue file refused (a transient fault), oldest first
+        self.unqueued_dropped = 0  # past UNQUEUED_MAX: left to the next start's catch-up
+        self._recovery = Recovery("judge queue", log)
+        self._enqueue_lock = threading.Lock()  # the sampling thread enqueues; stop() may flush
 
     @classmethod
-    def start(cls, settings: JudgeSettings, store: Any, data_dir: Path) -> Judging:
+    def start(
+        cls, settings: JudgeSettings, store: Any, data_dir: Path, *, health: HealthRegistry | None = None
+    ) -> Judging:
+        """`health`: where the in-process worker reports (component `judge`); none when `ragmon judge` workers
+        judge (they are other processes, with their own health)."""
         queue = JudgeQueue.in_data_dir(data_dir)
         service: JudgeService | None = None
         try:
-            service = JudgeService(settings, store, queue) if settings.run_in_agent else None
+            service = JudgeService(settings, store, queue, health=health) if settings.run_in_agent else None
             # The worker's own version when it runs here (what it leases); else the one `ragmon judge` with
             # these settings judges as, computed without loading the judge into the agent.
             version = service.judge.version if service else judge_version(settings.backend, settings)
@@ -144,7 +178,29 @@ class Judging:
             )
             for row in kept
         ]
-        return self.queue.enqueue(items, self.version)
+        with self._enqueue_lock:
+            self.unqueued.extend(items)
+            return self._enqueue_unqueued()
+
+    def _enqueue_unqueued(self) -> int:
+        """Queue what waits (the traces refused before, then the new ones). A transient fault keeps them waiting
+        (logged once); any other error is raised, as before, to the caller that counts it."""
+        if not self.unqueued:
+            return 0
+        try:
+            added = self.queue.enqueue(list(self.unqueued), self.version)
+        except Exception as exc:
+            if not is_transient(exc):
+                self.unqueued.clear()
+                raise
+            self._recovery.failed(exc)
+            while len(self.unqueued) > UNQUEUED_MAX:
+                self.unqueued.popleft()
+                self.unqueued_dropped += 1
+            return 0
+        self._recovery.succeeded()
+        self.unqueued.clear()
+        return added
 
     def catch_up(self, store: Any) -> int:
         """Queue kept traces that have no online score and were never queued; returns how many. A store that
@@ -174,6 +230,13 @@ class Judging:
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.service is not None:
             self.service.stop(timeout_s)
+        with self._enqueue_lock:
+            try:
+                self._enqueue_unqueued()
+            except Exception:  # the next start's catch-up queues them
+                log.exception("could not queue %d kept traces before stopping", len(self.unqueued))
+            if self.unqueued:
+                log.warning("%d kept traces not queued; the next start queues them", len(self.unqueued))
         self.queue.close()
 
     def render_prometheus(self) -> str:

@@ -13,11 +13,15 @@ batch processor's timer (5 s in the SDKs) fires in between, and then the wrapper
 Exactly once: the range's end is journaled (`rollup.pending`) before its INSERT, whose deduplication token names
 the range; a crash in between re-runs the same range with the same token at the next start, and the store drops it
 if it had landed. `rollup.cursor` is the last sequence number rolled up. A data directory without one (new, or an
-agent upgraded from a store whose view counted every span on insert) starts after what is already stored.
+agent upgraded from a store whose view counted every span on insert) starts after what is already stored. A roll-up
+that fails while the agent runs (the store is down) is the same: the next try re-runs exactly the failed range with
+its token before any later one, after a jittered backoff (`ragmon.retry.Recovery`, up to 10 s) that holds the
+sampling thread's ticks off the store meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +30,9 @@ from typing import Protocol
 
 from ragmon.agent.intake import IngestSeq
 from ragmon.agent.wal import Cursor, Position
+from ragmon.retry import Recovery
+
+log = logging.getLogger("ragmon.agent")
 
 
 class RollupStore(Protocol):
@@ -60,6 +67,9 @@ class Rollups:
         self.rolled_to: int | None = None  # the last sequence number rolled up
         self._rolled_at_s = -float("inf")
         self._seen: deque[tuple[float, int]] = deque()  # (when, last sequence number) of ranges not rolled up yet
+        self.recovery = Recovery("roll-ups", log, clock=clock)
+        self._retry_at_s = -float("inf")  # after a failed roll-up, the next not before this
+        self._failed_to: int | None = None  # the end of a range whose INSERT failed: re-run exactly, same token
 
     def recover(self, stored: Position | None) -> None:
         """At start, before new requests are stored: finish a journaled range, or begin after `stored` (the store
@@ -87,8 +97,10 @@ class Rollups:
             return 0.0
 
     def due(self, *, final: bool = False) -> bool:
-        """Whether a roll-up may run now: at most one per `interval_s`, except the last one (`final`)."""
-        return final or self._clock() - self._rolled_at_s >= self.interval_s
+        """Whether a roll-up may run now: at most one per `interval_s`, and after a failure not before its backoff
+        has passed — except the last one (`final`)."""
+        now = self._clock()
+        return final or (now - self._rolled_at_s >= self.interval_s and now >= self._retry_at_s)
 
     def roll(self, decided_to: int, *, stored_to: int | None = None, final: bool = False) -> bool:
         """Roll up what is not rolled up yet up to `decided_to` (inclusive: every trace with a span there is decided)
@@ -101,9 +113,20 @@ class Rollups:
             if now - seen_at < self.max_delay_s:
                 break
             ready_to = max(ready_to, seq_to)
+        if self._failed_to is not None:
+            # The failed INSERT may have landed: the same range with the same token lets the store drop the repeat;
+            # a wider range would carry a new token and count the failed one twice.
+            ready_to = self._failed_to
         rolled = (self.rolled_to is None or ready_to > self.rolled_to) and self.due(final=final)
         if rolled:
-            self._roll(ready_to, stored_to)
+            try:
+                self._roll(ready_to, stored_to)
+            except Exception as exc:
+                self._failed_to = ready_to
+                self._retry_at_s = self._clock() + self.recovery.failed(exc)
+                raise
+            self._failed_to = None
+            self.recovery.succeeded()
             self._rolled_at_s = now
         while self._seen and self.rolled_to is not None and self._seen[0][1] <= self.rolled_to:
             self._seen.popleft()

@@ -33,11 +33,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ragmon.agent.health import Component, HealthRegistry
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.rollups import Rollups
 from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.agent.wal import Cursor, Position, WriteAheadLog
-from ragmon.retry import RetryPolicy
+from ragmon.retry import Recovery, RetryPolicy, is_transient
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
 
@@ -64,6 +65,14 @@ class _Stopping(Exception):
     """Raised inside the writer when a shutdown interrupts a retry."""
 
 
+# How long each of the writer's loops may go without a heartbeat before it counts as stalled (ragmon.agent.health).
+# Each beats at least every `tick_interval_s` when idle and after each failed try (5 s apart at most for inserts, 10 s
+# for sampling and roll-ups): what exceeds two minutes is one store call that does not return.
+WRITER_STALL_AFTER_S = 120.0
+SAMPLING_STALL_AFTER_S = 120.0
+ROLLUPS_STALL_AFTER_S = 120.0
+
+
 class StoreWriter:
     def __init__(
         self,
@@ -81,6 +90,7 @@ class StoreWriter:
         policy: RetryPolicy | None = None,
         seq: IngestSeq | None = None,
         decisions_low_water: Callable[[], int | None] | None = None,
+        health: HealthRegistry | None = None,
     ) -> None:
         self.intake = intake
         # The oldest ingest seq of a decided trace whose consequence (a kept trace's payload copy, and with it its
@@ -88,6 +98,17 @@ class StoreWriter:
         # between re-decides the trace at the next start instead of losing it.
         self.decisions_low_water = decisions_low_water
         self.wal = wal
+        # Where the three loops report (components `writer`, `sampling`, `rollups`). An insert the store refuses for
+        # a while is retried inside the writer's step; the store is observed at its boundary (`_InsertsReported`)
+        # so that each failed try is a heartbeat that says why — else a store outage would read as a writer stalled.
+        self._health: tuple[Component, Component, Component] | None = None
+        if health is not None:
+            self._health = (
+                health.component("writer", stall_after_s=WRITER_STALL_AFTER_S),
+                health.component("sampling", stall_after_s=SAMPLING_STALL_AFTER_S),
+                health.component("rollups", stall_after_s=ROLLUPS_STALL_AFTER_S),
+            )
+            store = _InsertsReported(store, self._health[0])
         self.store = store
         self.sampler = sampler
         self.on_decided = on_decided
@@ -185,41 +206,85 @@ class StoreWriter:
 
     # -- the loops -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if not self.step():
+        health = self._health[0] if self._health else None
+        recovery = Recovery("store writer", log)
+        try:
+            while not self._stop.is_set():
+                try:
+                    stored = self.step()
+                except _Stopping:
+                    unstored = self.intake.backlog[0]
+                    log.warning(
+                        "stopping with %d requests not yet stored; they stay in the log for the next start", unstored
+                    )
+                    return
+                except Exception as exc:  # the writer must outlive any fault or bug: counted, logged once, retried
+                    self.counts["writer_errors"] += 1
+                    if health is not None:
+                        health.failing(exc)
+                    # The batch is still at the head of the intake (taken, not committed): the next step retries it.
+                    self._stop.wait(recovery.failed(exc))
+                    continue
+                recovery.succeeded()
+                if health is not None:
+                    health.ok()
+                if not stored:
                     self.intake.wait(self.tick_interval_s)
-            except _Stopping:
-                unstored = self.intake.backlog[0]
-                log.warning(
-                    "stopping with %d requests not yet stored; they stay in the log for the next start", unstored
-                )
-                return
-            except Exception:  # the writer must outlive any bug; the error is logged and counted
-                self.counts["writer_errors"] += 1
-                log.exception("store writer loop failed; continuing")
-                self._stop.wait(0.5)
+        finally:
+            if health is not None:
+                health.stopped(expected=self._stop.is_set())
 
     def _run_sampling(self) -> None:
+        sampling, rollups = (self._health[1], self._health[2]) if self._health else (None, None)
+        recovery = Recovery("sampling", log)
+        retry_at_s = -float("inf")  # after a failed try, the next one not before this
         next_tick = time.monotonic()
-        while not self._stop_sampling.is_set():
-            try:
+        try:
+            while not self._stop_sampling.is_set():
                 with self._sampling:
-                    if self._unsampled is None:
-                        self._sampling.wait(max(0.0, next_tick - time.monotonic()))
-                self.sample_stored()
+                    now = time.monotonic()
+                    if self._unsampled is None or now < retry_at_s:
+                        # a range waiting while sampling backs off must not wake the loop at once, again and again
+                        wake_at_s = next_tick if self._unsampled is None else min(next_tick, retry_at_s)
+                        self._sampling.wait(max(0.0, wake_at_s - now))
                 now = time.monotonic()
-                if now >= next_tick:
-                    self._handle(self.sampler.tick())
+                tick = now >= next_tick
+                if now >= retry_at_s and (tick or self._unsampled is not None):
+                    try:
+                        self.sample_stored()
+                        if tick:
+                            self._handle(self.sampler.tick())
+                            if now - self._sampler_saved_at_s >= 1.0:
+                                self._save_sampler_cursor()
+                                self._sampler_saved_at_s = now
+                    except Exception as exc:  # sampling must outlive any bug or store outage; the range waits
+                        self.counts["sampling_errors"] += 1
+                        retry_at_s = time.monotonic() + recovery.failed(exc)
+                        if sampling is not None:
+                            sampling.failing(exc)
+                    else:
+                        recovery.succeeded()
+                        if sampling is not None:
+                            sampling.ok()
+                if not tick:
+                    continue
+                next_tick = now + self.tick_interval_s
+                try:  # after sampling's own fault too: ranges already decided can still be rolled up
                     self.roll_up()
-                    if now - self._sampler_saved_at_s >= 1.0:
-                        self._save_sampler_cursor()
-                        self._sampler_saved_at_s = now
-                    next_tick = now + self.tick_interval_s
-            except Exception:  # sampling must outlive any bug or store outage; the range waits to be retried
-                self.counts["sampling_errors"] += 1
-                log.exception("sampling loop failed; retrying")
-                self._stop_sampling.wait(0.5)
+                except Exception as exc:  # logged by Rollups, which holds its next try off for a backoff
+                    self.counts["rollup_errors"] += 1
+                    if rollups is not None:
+                        rollups.failing(exc)
+                else:
+                    if rollups is not None:
+                        if self.rollups.recovery.failing:  # backing off: still failing, and alive
+                            rollups.failing(self.rollups.recovery.last_error)
+                        else:
+                            rollups.ok()
+        finally:
+            for component in (sampling, rollups):
+                if component is not None:
+                    component.stopped(expected=self._stop_sampling.is_set())
 
     def sample_stored(self) -> None:
         """Feed the sampler every range stored since it last looked, in one query (called by the sampling thread;
@@ -404,3 +469,29 @@ def _log_id(path: Path) -> str:
     tmp.write_text(log_id + "\n")
     os.replace(tmp, path)
     return log_id
+
+
+class _InsertsReported:
+    """The writer's store, whose inserts report to the writer's health component: each try the store refuses for a
+    while (a retryable StoreError, a connection error) is a heartbeat that says why. A request the store rejects
+    for good is no fault of the writer (it is quarantined) and reports nothing."""
+
+    def __init__(self, store: WriteStore, health: Component) -> None:
+        self._store = store
+        self._health = health
+
+    def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
+        try:
+            self._store.insert_otlp(envelopes, dedup_token)
+        except Exception as exc:
+            if is_transient(exc):
+                self._health.failing(exc)
+            raise
+
+    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table:
+        return self._store.trace_fragment_table(seq_from, seq_to)
+
+    def roll_up(
+        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
+    ) -> None:
+        self._store.roll_up(seq_from, seq_to, dedup_token, context_to=context_to)

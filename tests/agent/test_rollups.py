@@ -3,6 +3,9 @@ crash (the journaled range is re-run with the same token, which the store drops 
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import random
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from ragmon.agent.intake import IngestSeq
 from ragmon.agent.rollups import Rollups
 from ragmon.agent.wal import Position
+from ragmon.retry import Recovery
 
 
 class RecordingStore:
@@ -119,3 +123,31 @@ def test_a_new_data_directory_that_crashes_before_its_first_roll_up_loses_nothin
     restarted.recover(Position(0, 800))
     restarted.roll(SEQ.of(Position(0, 800)))
     assert store.calls[-1][:2] == (SEQ.of(Position(0, 0)) + 1, SEQ.of(Position(0, 800)))
+
+
+def test_a_store_down_mid_run_backs_off_then_reruns_the_failed_range_with_its_token(tmp_path: Path) -> None:
+    store, clock = RecordingStore(), [0.0]
+    rollups = _rollups(store, tmp_path, clock)
+    rollups.recovery = Recovery("roll-ups", logging.getLogger("test"), clock=lambda: clock[0], rng=random.Random(5))
+    rollups.recover(None)
+    rollups.roll(SEQ.of(Position(0, 100)))
+    clock[0] += 5
+    calls = len(store.calls)
+    # The store is down for a minute while the sampling thread ticks every 0.1 s, the decided range growing.
+    for tick in range(600):
+        store.fail_next = True
+        with contextlib.suppress(ConnectionError):
+            rollups.roll(SEQ.of(Position(0, 300 + tick)))
+        clock[0] += 0.1
+    tries = store.calls[calls:]
+    assert 8 <= len(tries) <= 30  # backed off, up to 10 s apart (not 600 tries, one per tick)
+    assert len(set(tries)) == 1  # each the failed range with its token, though more was decided meanwhile
+    assert rollups.recovery.failing
+    store.fail_next = False
+    clock[0] += 60  # past any backoff
+    assert rollups.roll(SEQ.of(Position(0, 900)))
+    assert store.calls[-1] == tries[0]  # the store drops it if one of the failed INSERTs had landed
+    assert not rollups.recovery.failing
+    clock[0] += 1
+    assert rollups.roll(SEQ.of(Position(0, 900)))
+    assert store.calls[-1][:2] == (SEQ.of(Position(0, 300)) + 1, SEQ.of(Position(0, 900)))

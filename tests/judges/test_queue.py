@@ -3,12 +3,15 @@ lease, the outbox step, and two queue handles sharing one file."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from ragmon.judges.queue import ItemState, JudgeQueue, Kept, Recording
+
+from tests.judges.worker_fakes import FullDiskQueue
 
 
 class Clock:
@@ -188,3 +191,21 @@ def test_lease_reads_the_backlog_through_its_indexes(queue: JudgeQueue) -> None:
     for sql in selects:
         plan = " ".join(str(step[3]) for step in queue._db.execute("EXPLAIN QUERY PLAN " + sql))
         assert "INDEX" in plan and "TEMP B-TREE" not in plan, (sql, plan)
+
+
+def test_a_full_queue_file_says_so_and_works_again_when_there_is_room(tmp_path: Path) -> None:
+    queue = FullDiskQueue(tmp_path / "queue.sqlite")
+    try:
+        queue.enqueue(kept(3), "v1")
+        queue.fill()
+        # SQLite rolled the transaction back itself: the error the caller sees must be the one that says why (a
+        # fault to retry), not "cannot rollback - no transaction is active" (which reads like a bug)
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            queue.lease(3, judge_version="v1")
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            queue.enqueue(kept(50, tenant="u"), "v1")
+        queue.make_room()
+        assert len(queue.lease(3, judge_version="v1")) == 3
+        assert queue.enqueue(kept(50, tenant="u"), "v1") == 50
+    finally:
+        queue.close()

@@ -16,6 +16,7 @@ import pytest
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.types import MetricResult, RagSample
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
+from ragmon.sinks.errors import StoreError
 from ragmon.sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
 
 from ragmon.agent.judge_store import StoredPayload, StoreScoreSink
@@ -188,6 +189,7 @@ async def test_a_failing_payload_source_is_retried_then_the_trace_fails_explicit
     judge = make_judge()
     payloads = fill(queue, judge, 1)
     payloads.fail_times = 10**6
+    payloads.error = StoreError("Code: 27. DB::Exception: Cannot parse input (store unavailable)", retryable=False)
     sink = ListSink()
     config = WorkerConfig(
         metrics=("faithfulness",), max_attempts=3, payload_retry_s=0.0, idle_poll_s=0.01, delivery_interval_s=0.01
@@ -199,6 +201,23 @@ async def test_a_failing_payload_source_is_retried_then_the_trace_fails_explicit
     assert "gave up after 3 attempts" in row["explanation"] and "store unavailable" in row["explanation"]
     (item,) = queue.items()
     assert (item["state"], item["status"], item["attempts"]) == ("failed", "skipped", 4)
+
+
+async def test_a_store_down_longer_than_max_attempts_fails_no_trace(
+    server: ScriptedOpenAIServer, make_judge: JudgeFactory, queue: JudgeQueue
+) -> None:
+    server.default = faithfulness_responder
+    judge = make_judge()
+    payloads = fill(queue, judge, 2)
+    payloads.fail_times = 10  # five times as many reads as a trace has attempts: the store was down, not the trace
+    config = WorkerConfig(
+        metrics=("faithfulness",), max_attempts=2, payload_retry_s=0.0, idle_poll_s=0.01, delivery_interval_s=0.01
+    )
+    sink = ListSink()
+    worker = await drain(queue, judge, payloads, sink, config=config)
+    assert worker.stats.payload_errors == 10
+    assert sorted((r["trace_id"], r["status"]) for r in sink.rows) == [(trace_id(i), "ok") for i in range(2)]
+    assert {item["state"] for item in queue.items()} == {"done"}
 
 
 async def test_a_failing_store_delays_delivery_without_losing_or_rejudging(

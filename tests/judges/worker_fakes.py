@@ -6,12 +6,15 @@ appends each written row to a file, which survives the writer's death.
 
 from __future__ import annotations
 
+import itertools
 import json
+import sqlite3
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.types import RagSample
 
 from ragmon.testing import Completion
@@ -52,17 +55,25 @@ def faithfulness_responder(body: Any, *, delay_s: float = 0.0) -> Completion:
 
 
 class DictPayloads:
-    """`PayloadSource` over a dict; a trace not in it has no payload. `fail_times` makes the first N calls raise."""
+    """`PayloadSource` over a dict; a trace not in it has no payload. `fail_times` makes the first N calls raise
+    `error` (by default a connection refused: the store down, a fault that passes)."""
 
-    def __init__(self, payloads: Mapping[tuple[str, str], RagSample], *, fail_times: int = 0) -> None:
+    def __init__(
+        self,
+        payloads: Mapping[tuple[str, str], RagSample],
+        *,
+        fail_times: int = 0,
+        error: Exception | None = None,
+    ) -> None:
         self.payloads = dict(payloads)
         self.fail_times = fail_times
+        self.error = error or ConnectionRefusedError("store unavailable")
         self.calls = 0
 
     async def payload(self, tenant: str, trace_id: str) -> RagSample | None:
         self.calls += 1
         if self.calls <= self.fail_times:
-            raise ConnectionError("store unavailable")
+            raise self.error
         return self.payloads.get((tenant, trace_id))
 
 
@@ -100,3 +111,24 @@ class JsonlSink:
         if not path.exists():
             return []
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class FullDiskQueue(JudgeQueue):
+    """A JudgeQueue whose file can be made full: `fill()` caps it at its current size (`PRAGMA max_page_count`, per
+    connection) and fills what room is left, after which SQLite answers writes that need a page with the real
+    SQLITE_FULL, "database or disk is full" — what a full disk gives. `make_room()` lifts the cap."""
+
+    def fill(self) -> None:
+        with self._lock:
+            pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+            self._db.execute(f"PRAGMA max_page_count = {int(pages)}")
+        filler = itertools.count()
+        try:
+            while True:  # items of a judge version no worker takes: they only take room
+                self.enqueue([Kept("filler", f"{next(filler):032x}", feature="f" * 200)], "filler")
+        except sqlite3.OperationalError as exc:
+            assert "database or disk is full" in str(exc), exc
+
+    def make_room(self) -> None:
+        with self._lock:
+            self._db.execute("PRAGMA max_page_count = 1073741823")

@@ -26,6 +26,7 @@ from ragmon.agent.api import ApiServer
 from ragmon.agent.dashboard import create_dashboard, create_review
 from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.drift.rules import AlertsConfig
+from ragmon.agent.health import HealthRegistry
 from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.judging import JudgeEndpoints, Judging
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
@@ -150,6 +151,7 @@ class Agent:
         self._p95_at_s = float("-inf")
         self.receivers: list[Any] = []
         self.api: ApiServer | None = None
+        self.health = HealthRegistry()  # the long-running loops report here; /health, /health/live, /health/ready
         # agent.memory_limit, shared out (sizes below, the engine's cap) and kept by the receivers' guard
         self.memory = memory_budget(agent)
         self.memory_guard = MemoryGuard(
@@ -190,7 +192,7 @@ class Agent:
             self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
             self._seed_request_latency()
             # Kept traces are queued whoever judges them (this agent, or `ragmon judge` workers).
-            self.judging = Judging.start(self.settings.judge, self.store, self.data_dir)
+            self.judging = Judging.start(self.settings.judge, self.store, self.data_dir, health=self.health)
             self.decisions = DecisionSink(self.store, on_copied=self._queue_for_judging)
             self.tally = SamplingTally(self.store)
             self.writer = StoreWriter(
@@ -203,10 +205,11 @@ class Agent:
                 seq=IngestSeq(agent.instance),
                 batch_max_bytes=self.memory.insert_batch_bytes,
                 decisions_low_water=self.decisions.low_water_seq,
+                health=self.health,
             )
             self.writer.recover()
             self.writer.start()
-            self.alerting = start_alerting(self.alerts_config, self.store)
+            self.alerting = start_alerting(self.alerts_config, self.store, health=self.health)
             self.memory_guard.start()
             self._start_receivers()
             host, port = split_host_port(agent.api, "--api")
@@ -223,6 +226,7 @@ class Agent:
                 judge_api,
                 labelled_scores=self._labelled_scores,
                 memory_guard=self.memory_guard,
+                health=self._probe,
             ).start()
             if self._lock is not None:
                 self._lock.publish({"api": self.api.url})
@@ -336,6 +340,12 @@ class Agent:
 
     def _labelled_scores(self, since_s: float, judge_version: str | None, tenant: str | None) -> list[dict[str, Any]]:
         return self.store.labelled_scores(since_s, judge_version=judge_version, tenant=tenant)
+
+    def _probe(self, name: str) -> tuple[bool, dict[str, Any]]:
+        """/health/live (restart me?), /health/ready (send me traffic?); plain /health is the readiness answer,
+        which a load balancer or a compose health check asks for (`ragmon.agent.health`)."""
+        probe = self.health.live() if name == "live" else self.health.ready()
+        return probe.ok, probe.body
 
     def _recent_p95(self, feature: str, stage: str) -> float | None:
         """Recent p95 per (feature, stage) from the rollups; refreshed every few seconds, in the sampling thread."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.error
@@ -143,3 +144,40 @@ def _record(scenario: str, tried: int, faults: int, acknowledged: set[str], stor
             note="agent in process (peak RSS not its own)",
         )
     )
+
+
+def _health(agent: Agent, probe: str) -> tuple[int, dict[str, Any]]:
+    assert agent.api is not None
+    try:
+        with urllib.request.urlopen(f"{agent.api.url}{probe}", timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_health_names_the_loop_a_store_outage_holds_up_and_stays_live(tmp_path: Path, flaky: FlakyStore) -> None:
+    """The API's probes read the agent's health registry: a writer that cannot insert is `failing` with the
+    store's error (readiness says it, liveness stays 200: a restart would not bring the store back), and ok again
+    once it stores."""
+    agent = _agent(tmp_path, flaky)
+    try:
+        status, body = _health(agent, "/health/ready")
+        assert status == 200 and {"writer", "sampling", "rollups"} <= set(body["components"])
+        flaky.down.set()
+        (body_bytes, span_ids), *_ = _encoded_requests(1, 3)
+        assert _post(agent, body_bytes)[0] == 200
+        deadline = time.monotonic() + 60
+        while _health(agent, "/health")[1]["components"]["writer"]["state"] != "failing":
+            assert time.monotonic() < deadline, "the writer never reported the outage"
+            time.sleep(0.05)
+        writer = _health(agent, "/health")[1]["components"]["writer"]
+        assert "store unavailable (injected)" in writer["error"]
+        assert _health(agent, "/health/live")[0] == 200
+        flaky.down.clear()
+        assert _wait_stored(flaky, span_ids) == len(span_ids)
+        deadline = time.monotonic() + 60
+        while _health(agent, "/health")[1]["components"]["writer"]["state"] != "ok":
+            assert time.monotonic() < deadline, "the writer never reported it stores again"
+            time.sleep(0.05)
+    finally:
+        agent.stop()

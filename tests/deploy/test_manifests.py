@@ -328,7 +328,8 @@ def test_k8s_manifests_parse_and_are_consistent(k8s_docs: list[dict[str, Any]]) 
     for secret_env in ("RAGMON_AGENT__API_KEYS", "RAGMON_JUDGE__API_KEY", "RAGMON_AGENT__CLICKHOUSE_URL"):
         assert "secretKeyRef" in by_name[secret_env]["valueFrom"], secret_env
     probe_port = container["readinessProbe"]["httpGet"]["port"]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health/ready"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
     assert named_ports[probe_port] == host_port(env["RAGMON_AGENT__API"])[1]
 
 

@@ -22,17 +22,23 @@ split in halves until the requests at fault are found (`_bisect`): one bad reque
 2·log2(n) + 1 inserts instead of n + 1, and the rest of the batch is stored. A request is quarantined only after
 the store rejected it alone: moved aside to `quarantine/` (`<position>.otlp`, the body as logged, and
 `<position>.why`, its tenant and the engine's message) and counted (`requests_quarantined`, `spans_quarantined`);
-`isolation_inserts` counts the inserts the search cost. The receivers store upb's canonical encoding of any body
-that is not already canonical (`ragmon.collectors.validate`), so what reaches the log is rarely rejected; the
-search is the backstop for what the receivers cannot know (a log written by an older agent, an engine rule).
+`isolation_inserts` counts the inserts the search cost. Most such requests are bodies upb parses and the engine's
+Protobuf reader refuses; the receivers log upb's own encoding of any body that is not canonical
+(`ragmon.collectors.validate`), so these reach the log only from an agent before that. So before searching, the
+writer reads the rejected requests as a receiver now would (`requests_reencoded`): when a body changes or upb
+cannot read one (a damaged record: a receiver would have answered 400), the readable requests, re-encoded, go
+in one insert (usually stored at once, whatever their number) and each unreadable one on its own (quarantined
+when refused); the search runs within any of these the engine still refuses.
 
 Durability of a rejected batch (the promise the journal keeps): every insert of the search sends a contiguous
 slice of the journaled batch under the token of that slice, `wal:<log id>:<first seq>-<last seq>`, and the
-slices are a function of the batch alone (halves by count, the store's own split by bytes). A crash anywhere in
-the search leaves the journal on the whole batch; recovery re-sends it, the engine rejects it again, and the same
-search sends the same slices with the same tokens: the slices that had landed are dropped as repeats, the rest
-are stored once, the same requests are quarantined again (same file names). The cursor moves past the batch only
-when every request of it is stored or quarantined.
+slices are a function of the batch alone (halves by count, the store's own split by bytes). A slice of the
+re-read requests (readable or not) carries `:canonical` after its range: the same function of the batch, its
+bytes upb's deterministic encoding (for one version of upb; across an upgrade the two encodings read alike).
+A crash anywhere in the search leaves the journal on the whole batch; recovery re-sends it, the engine rejects it
+again, and the same search sends the same slices with the same tokens: the slices that had landed are dropped as
+repeats, the rest are stored once, the same requests are quarantined again (same file names). The cursor moves
+past the batch only when every request of it is stored or quarantined.
 """
 
 from __future__ import annotations
@@ -363,18 +369,63 @@ class StoreWriter:
             self.last_error = str(exc)[:500]
             quarantined: list[PendingRequest] = []
             for start, stop in _unstored(exc, len(batch)):  # the parts stored must not be stored again
-                self._bisect(batch[start:stop], exc, quarantined)
+                part = batch[start:stop]
+                readable, unreadable, reencoded = self._as_received_now(part)
+                if not reencoded and not unreadable:  # every body as a receiver logs it: search the slice
+                    self._bisect(part, exc, quarantined)
+                    continue
+                # Under their own tokens (`_CANONICAL`): the bytes differ from the logged ones, and a slice of
+                # `readable` need not be a contiguous range of the log (the slices are still a function of the
+                # batch, so a re-run after a crash sends the same ones).
+                if readable:  # usually stored in one insert
+                    self._try_slice(readable, quarantined, _CANONICAL)
+                for request in unreadable:  # each on its own: the engine may read what upb does not
+                    self._try_slice([request], quarantined, _CANONICAL)
             return quarantined
 
-    def _insert(self, batch: Sequence[PendingRequest]) -> None:
+    def _as_received_now(
+        self, part: Sequence[PendingRequest]
+    ) -> tuple[list[PendingRequest], list[PendingRequest], int]:
+        """(`part`'s requests upb reads, each body replaced by what a receiver now logs for it, i.e. upb's encoding
+        with invalid spans left out, see `ragmon.collectors.validate`; the requests upb cannot read, which a
+        receiver would have refused; how many bodies were replaced)."""
+        from ragmon.collectors.decode import parse_protobuf  # the receive path's own rule, not a second copy
+        from ragmon.collectors.errors import DecodeError
+        from ragmon.collectors.validate import validate
+
+        readable: list[PendingRequest] = []
+        unreadable: list[PendingRequest] = []
+        reencoded = 0
+        for request in part:
+            try:
+                validation = validate(parse_protobuf(request.body), request.body)
+            except DecodeError:
+                unreadable.append(request)
+                continue
+            if validation.body is request.body:
+                readable.append(request)
+            else:
+                reencoded += 1
+                readable.append(PendingRequest(request.position, request.tenant, validation.body, request.spans))
+        self.counts["requests_reencoded"] += reencoded
+        return readable, unreadable, reencoded
+
+    def _insert(self, batch: Sequence[PendingRequest], variant: str = "") -> None:
         envelopes = [seal(r.body, r.tenant, self.seq.of(r.position)) for r in batch]
         # Unique to this log, even when two agents sharing a database were given one instance number by mistake:
         # the store would silently drop the second agent's batch as a repeat of the first's. A slice of a rejected
-        # batch (`_bisect`) carries its own range, so it is idempotent on its own.
-        token = f"wal:{self.log_id}:{self.seq.of(batch[0].position)}-{self.seq.of(batch[-1].position)}"
+        # batch (`_bisect`) carries its own range, so it is idempotent on its own; re-encoded bodies (`variant`)
+        # carry their own tokens, so a repeat of them is never mistaken for the logged bytes or the reverse.
+        token = f"wal:{self.log_id}:{self.seq.of(batch[0].position)}-{self.seq.of(batch[-1].position)}{variant}"
         self.store.insert_otlp(envelopes, token)
 
-    def _bisect(self, rejected: Sequence[PendingRequest], exc: StoreError, quarantined: list[PendingRequest]) -> None:
+    def _bisect(
+        self,
+        rejected: Sequence[PendingRequest],
+        exc: StoreError,
+        quarantined: list[PendingRequest],
+        variant: str = "",
+    ) -> None:
         """`rejected` was refused as a whole (`exc`): store its halves, searching further the ones refused.
 
         When the first half is stored the fault must be in the second, which is split without being sent whole
@@ -385,24 +436,24 @@ class StoreWriter:
             return
         middle = len(rejected) // 2
         first, second = rejected[:middle], rejected[middle:]
-        first_stored = self._try_slice(first, quarantined)
+        first_stored = self._try_slice(first, quarantined, variant)
         if first_stored and len(second) > 1:
-            self._bisect(second, exc, quarantined)
+            self._bisect(second, exc, quarantined, variant)
         else:
-            self._try_slice(second, quarantined)
+            self._try_slice(second, quarantined, variant)
 
-    def _try_slice(self, part: Sequence[PendingRequest], quarantined: list[PendingRequest]) -> bool:
+    def _try_slice(self, part: Sequence[PendingRequest], quarantined: list[PendingRequest], variant: str = "") -> bool:
         """Insert one slice of a rejected batch under its own token; search it if it is refused. True if it was
         stored whole."""
         self.counts["isolation_inserts"] += 1
         try:
-            self._insert(part)
+            self._insert(part, variant)
             return True
         except StoreError as exc:
             if exc.retryable:
                 raise
             for start, stop in _unstored(exc, len(part)):
-                self._bisect(part[start:stop], exc, quarantined)
+                self._bisect(part[start:stop], exc, quarantined, variant)
             return False
 
     def _quarantine(self, request: PendingRequest, exc: Exception) -> None:
@@ -443,6 +494,9 @@ class StoreWriter:
         thread stuck on the store still owns the sampler."""
         if self._sampling_thread is None or not self._sampling_thread.is_alive():
             self._save_sampler_cursor()
+
+
+_CANONICAL = ":canonical"  # the token suffix of slices of re-encoded bodies
 
 
 def _unstored(exc: StoreError, count: int) -> list[tuple[int, int]]:

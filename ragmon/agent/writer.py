@@ -20,7 +20,7 @@ A retryable store error (server down, timeouts) is retried with backoff while re
 (receivers push back when it is full). A batch the store rejects for good (a request the engine cannot parse) is
 split in halves until the requests at fault are found (`_bisect`): one bad request among n costs at most
 2·log2(n) + 1 inserts instead of n + 1, and the rest of the batch is stored. A request is quarantined only after
-the store rejected it alone: moved aside to `quarantine/` (`<position>.otlp`, the body as logged, and
+the store rejected it alone: moved aside to `quarantine/` (`<position>.otlp`, the body as logged or re-encoded, and
 `<position>.why`, its tenant and the engine's message) and counted (`requests_quarantined`, `spans_quarantined`);
 `isolation_inserts` counts the inserts the search cost. Most such requests are bodies upb parses and the engine's
 Protobuf reader refuses; the receivers log upb's own encoding of any body that is not canonical
@@ -371,7 +371,9 @@ class StoreWriter:
             for start, stop in _unstored(exc, len(batch)):  # the parts stored must not be stored again
                 part = batch[start:stop]
                 readable, unreadable, reencoded = self._as_received_now(part)
-                if not reencoded and not unreadable:  # every body as a receiver logs it: search the slice
+                if not reencoded and (not unreadable or len(part) == 1):
+                    # every body as a receiver logs it (search the slice), or one unreadable body already refused
+                    # on its own (quarantine it)
                     self._bisect(part, exc, quarantined)
                     continue
                 # Under their own tokens (`_CANONICAL`): the bytes differ from the logged ones, and a slice of

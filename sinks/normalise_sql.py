@@ -110,6 +110,14 @@ def _exception(key: str) -> str:
     return f"a['{_EXCEPTION_PREFIX}{key}']"
 
 
+# The start times a span may have (`ragmon.collectors.validate` holds the rule and counts what it rejects; the parts
+# may not import each other, so the bounds are written twice and tests/collectors/test_validity_rules.py checks the
+# two agree): before 2000-01-01 a clock was never set (and the spans TTL drops the row on arrival); from 2100 on
+# the TTL's `toDateTime(start_time) + retention` nears its 32-bit wrap (2106: the row expires on arrival), and
+# from 2**63 ns `toInt64` wraps to 1677/1969.
+MIN_START_TIME_NS: Final = 946_684_800 * 1_000_000_000  # 2000-01-01T00:00:00Z
+MAX_START_TIME_NS: Final = 4_102_444_800 * 1_000_000_000  # 2100-01-01T00:00:00Z, exclusive
+
 _DOCS_TYPE: Final = "Tuple(Array(String), Array(Nullable(Float64)))"
 # Span-row columns every layer hands on unchanged.
 _SPAN_KEYS: Final = (
@@ -148,7 +156,9 @@ def _span_rows(source_table: str) -> str:
         "length(sp.span_id) = 8",
         f"sp.span_id != {zero_span}",
         "length(sp.parent_span_id) IN (0, 8)",
-        "sp.start_time_unix_nano != 0",
+        # a start the store's clocks hold (0, "missing", is below the bound too)
+        f"sp.start_time_unix_nano >= {MIN_START_TIME_NS}",
+        f"sp.start_time_unix_nano < {MAX_START_TIME_NS}",
         "sp.end_time_unix_nano >= sp.start_time_unix_nano",
     )
     resource_string = "arrayFirst(kv -> kv.key = {key}, rs.resource.attributes).value.string_value"

@@ -17,8 +17,28 @@ feeds the per-minute rollup with the ranges whose traces the sampler has all dec
 is known only once a trace's upper spans are in).
 
 A retryable store error (server down, timeouts) is retried with backoff while requests keep queueing in the log
-(receivers push back when it is full); a batch the store rejects as malformed is split to find the request at
-fault, which is moved aside to `quarantine/` and counted — the rest of the batch is stored.
+(receivers push back when it is full). A batch the store rejects for good (a request the engine cannot parse) is
+split in halves until the requests at fault are found (`_bisect`): one bad request among n costs at most
+2·log2(n) + 1 inserts instead of n + 1, and the rest of the batch is stored. A request is quarantined only after
+the store rejected it alone: moved aside to `quarantine/` (`<position>.otlp`, the body as logged or re-encoded, and
+`<position>.why`, its tenant and the engine's message) and counted (`requests_quarantined`, `spans_quarantined`);
+`isolation_inserts` counts the inserts the search cost. Most such requests are bodies upb parses and the engine's
+Protobuf reader refuses; the receivers log upb's own encoding of any body that is not canonical
+(`ragmon.collectors.validate`), so these reach the log only from an agent before that. So before searching, the
+writer reads the rejected requests as a receiver now would (`requests_reencoded`): when a body changes or upb
+cannot read one (a damaged record: a receiver would have answered 400), the readable requests, re-encoded, go
+in one insert (usually stored at once, whatever their number) and each unreadable one on its own (quarantined
+when refused); the search runs within any of these the engine still refuses.
+
+Durability of a rejected batch (the promise the journal keeps): every insert of the search sends a contiguous
+slice of the journaled batch under the token of that slice, `wal:<log id>:<first seq>-<last seq>`, and the
+slices are a function of the batch alone (halves by count, the store's own split by bytes). A slice of the
+re-read requests (readable or not) carries `:canonical` after its range: the same function of the batch, its
+bytes upb's deterministic encoding (for one version of upb; across an upgrade the two encodings read alike).
+A crash anywhere in the search leaves the journal on the whole batch; recovery re-sends it, the engine rejects it
+again, and the same search sends the same slices with the same tokens: the slices that had landed are dropped as
+repeats, the rest are stored once, the same requests are quarantined again (same file names). The cursor moves
+past the batch only when every request of it is stored or quarantined.
 """
 
 from __future__ import annotations
@@ -157,8 +177,9 @@ class StoreWriter:
                 self.intake.enqueue(request)
                 self.counts["recovered_requests"] += 1
         if head:
-            # Re-send exactly the journaled range first, so its token matches the interrupted insert.
-            self._insert(head)
+            # Re-send exactly the journaled range first, so its token matches the interrupted insert; a rejected
+            # batch is searched the same way again, so the slices it had stored are dropped as repeats.
+            self._store(head)
             self._advance(head[-1].position)
             self.counts["recovered_batches"] += 1
         self.rollups.recover(self._stored)
@@ -338,16 +359,17 @@ class StoreWriter:
         batch = self._with_bodies(taken)
         first, last = taken[0].position, taken[-1].position
         self.journal.save(last)
+        quarantined: list[PendingRequest] = []
         if batch:
             began = time.perf_counter()
-            self._insert_with_retry(batch)
+            quarantined = self._insert_with_retry(batch)
             self.seconds["insert"] += time.perf_counter() - began
         self._advance(last)
         self.intake.commit(len(taken))
         self.wal.trim(last)
         self.counts["batches"] += 1
-        self.counts["requests_stored"] += len(batch)
-        self.counts["spans_stored"] += sum(r.spans for r in batch)
+        self.counts["requests_stored"] += len(batch) - len(quarantined)
+        self.counts["spans_stored"] += sum(r.spans for r in batch) - sum(r.spans for r in quarantined)
         with self._sampling:  # hand the range to the sampling thread, merged with any it has not taken yet
             pending = self._unsampled
             self._unsampled = (self.seq.of(first) if pending is None else pending[0], self.seq.of(last))
@@ -379,22 +401,17 @@ class StoreWriter:
         self.journal.clear()
 
     # -- inserting -----------------------------------------------------------------------------------------
-    def _insert_with_retry(self, batch: list[PendingRequest]) -> None:
+    def _insert_with_retry(self, batch: list[PendingRequest]) -> list[PendingRequest]:
+        """Store `batch`, retrying what may succeed later; returns the requests quarantined."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                self._insert(batch)
+                quarantined = self._store(batch)
                 self.last_error = ""
-                return
-            except StoreError as exc:
+                return quarantined
+            except StoreError as exc:  # retryable only: `_store` handles permanent rejections
                 self.last_error = str(exc)[:500]
-                if not exc.retryable:
-                    self.counts["batches_rejected"] += 1
-                    # a batch stored in parts: the stored parts must not be stored again one by one
-                    unstored = exc.unstored if isinstance(exc, PartlyStored) else [(0, len(batch))]
-                    self._isolate_rejected([r for start, stop in unstored for r in batch[start:stop]])
-                    return
                 self.counts["store_retries"] += 1
                 if attempt == 1 or attempt % 50 == 0:
                     log.warning("store unavailable (%s); retrying, requests wait in the log", exc)
@@ -403,22 +420,108 @@ class StoreWriter:
                     # shutting down: the batch stays in the log and the journal, re-sent on restart
                     raise _Stopping from exc
 
-    def _insert(self, batch: Sequence[PendingRequest]) -> None:
+    def _store(self, batch: Sequence[PendingRequest]) -> list[PendingRequest]:
+        """Insert `batch`; if the store rejects it for good, find the requests at fault by halves and quarantine
+        them, storing the rest. Returns the requests quarantined; raises only retryable `StoreError`s (a retry
+        re-sends the whole batch: the slices already stored are dropped by their tokens)."""
+        try:
+            self._insert(batch)
+            return []
+        except StoreError as exc:
+            if exc.retryable:
+                raise
+            self.counts["batches_rejected"] += 1
+            self.last_error = str(exc)[:500]
+            quarantined: list[PendingRequest] = []
+            for start, stop in _unstored(exc, len(batch)):  # the parts stored must not be stored again
+                part = batch[start:stop]
+                readable, unreadable, reencoded = self._as_received_now(part)
+                if not reencoded and (not unreadable or len(part) == 1):
+                    # every body as a receiver logs it (search the slice), or one unreadable body already refused
+                    # on its own (quarantine it)
+                    self._bisect(part, exc, quarantined)
+                    continue
+                # Under their own tokens (`_CANONICAL`): the bytes differ from the logged ones, and a slice of
+                # `readable` need not be a contiguous range of the log (the slices are still a function of the
+                # batch, so a re-run after a crash sends the same ones).
+                if readable:  # usually stored in one insert
+                    self._try_slice(readable, quarantined, _CANONICAL)
+                for request in unreadable:  # each on its own: the engine may read what upb does not
+                    self._try_slice([request], quarantined, _CANONICAL)
+            return quarantined
+
+    def _as_received_now(
+        self, part: Sequence[PendingRequest]
+    ) -> tuple[list[PendingRequest], list[PendingRequest], int]:
+        """(`part`'s requests upb reads, each body replaced by what a receiver now logs for it, i.e. upb's encoding
+        with invalid spans left out, see `ragmon.collectors.validate`; the requests upb cannot read, which a
+        receiver would have refused; how many bodies were replaced)."""
+        from ragmon.collectors.decode import parse_protobuf  # the receive path's own rule, not a second copy
+        from ragmon.collectors.errors import DecodeError
+        from ragmon.collectors.validate import validate
+
+        readable: list[PendingRequest] = []
+        unreadable: list[PendingRequest] = []
+        reencoded = 0
+        for request in part:
+            try:
+                validation = validate(parse_protobuf(request.body), request.body)
+            except DecodeError:
+                unreadable.append(request)
+                continue
+            if validation.body is request.body:
+                readable.append(request)
+            else:
+                reencoded += 1
+                readable.append(PendingRequest(request.position, request.tenant, validation.body, request.spans))
+        self.counts["requests_reencoded"] += reencoded
+        return readable, unreadable, reencoded
+
+    def _insert(self, batch: Sequence[PendingRequest], variant: str = "") -> None:
         envelopes = [seal(r.body, r.tenant, self.seq.of(r.position)) for r in batch]
         # Unique to this log, even when two agents sharing a database were given one instance number by mistake:
-        # the store would silently drop the second agent's batch as a repeat of the first's.
-        token = f"wal:{self.log_id}:{self.seq.of(batch[0].position)}-{self.seq.of(batch[-1].position)}"
+        # the store would silently drop the second agent's batch as a repeat of the first's. A slice of a rejected
+        # batch (`_bisect`) carries its own range, so it is idempotent on its own; re-encoded bodies (`variant`)
+        # carry their own tokens, so a repeat of them is never mistaken for the logged bytes or the reverse.
+        token = f"wal:{self.log_id}:{self.seq.of(batch[0].position)}-{self.seq.of(batch[-1].position)}{variant}"
         self.store.insert_otlp(envelopes, token)
 
-    def _isolate_rejected(self, batch: list[PendingRequest]) -> None:
-        """Store each request on its own; the ones the store still rejects go to quarantine, counted."""
-        for request in batch:
-            try:
-                self._insert([request])
-            except StoreError as exc:
-                if exc.retryable:
-                    raise
-                self._quarantine(request, exc)
+    def _bisect(
+        self,
+        rejected: Sequence[PendingRequest],
+        exc: StoreError,
+        quarantined: list[PendingRequest],
+        variant: str = "",
+    ) -> None:
+        """`rejected` was refused as a whole (`exc`): store its halves, searching further the ones refused.
+
+        When the first half is stored the fault must be in the second, which is split without being sent whole
+        (one insert saved per level); a request is quarantined only once it was refused on its own."""
+        if len(rejected) == 1:
+            self._quarantine(rejected[0], exc)
+            quarantined.append(rejected[0])
+            return
+        middle = len(rejected) // 2
+        first, second = rejected[:middle], rejected[middle:]
+        first_stored = self._try_slice(first, quarantined, variant)
+        if first_stored and len(second) > 1:
+            self._bisect(second, exc, quarantined, variant)
+        else:
+            self._try_slice(second, quarantined, variant)
+
+    def _try_slice(self, part: Sequence[PendingRequest], quarantined: list[PendingRequest], variant: str = "") -> bool:
+        """Insert one slice of a rejected batch under its own token; search it if it is refused. True if it was
+        stored whole."""
+        self.counts["isolation_inserts"] += 1
+        try:
+            self._insert(part, variant)
+            return True
+        except StoreError as exc:
+            if exc.retryable:
+                raise
+            for start, stop in _unstored(exc, len(part)):
+                self._bisect(part[start:stop], exc, quarantined, variant)
+            return False
 
     def _quarantine(self, request: PendingRequest, exc: Exception) -> None:
         folder = self.state_dir / "quarantine"
@@ -458,6 +561,14 @@ class StoreWriter:
         thread stuck on the store still owns the sampler."""
         if self._sampling_thread is None or not self._sampling_thread.is_alive():
             self._save_sampler_cursor()
+
+
+_CANONICAL = ":canonical"  # the token suffix of slices of re-encoded bodies
+
+
+def _unstored(exc: StoreError, count: int) -> list[tuple[int, int]]:
+    """The (start, stop) index ranges of a batch of `count` requests that a failed insert did not store."""
+    return exc.unstored if isinstance(exc, PartlyStored) else [(0, count)]
 
 
 def _log_id(path: Path) -> str:

@@ -10,7 +10,18 @@ deserializer, so it gets the raw bytes: they are parsed once to count invalid sp
 are (no re-serialisation), exactly like an OTLP/HTTP body.
 
 RetryInfo is sent both as the standard ``grpc-status-details-bin`` (a google.rpc.Status with the detail) and as
-``google.rpc.retryinfo-bin``, which is what the OpenTelemetry Python exporter reads.
+``google.rpc.retryinfo-bin``, which is what the OpenTelemetry Python exporter reads. The OTLP specification makes
+RESOURCE_EXHAUSTED retryable only when it carries RetryInfo (the Collector's exporter drops the data otherwise), so
+every retryable one carries it; the oversized message's, which grpcio sends, has none on purpose: sending the same
+message again cannot succeed.
+
+Concurrency: at most `max_concurrent_rpcs` export RPCs are admitted at once (waiting for one of the
+`worker_threads` or running; grpcio holds each one's whole message). Over it the RPC is answered
+RESOURCE_EXHAUSTED + RetryInfo. grpcio's own `maximum_concurrent_rpcs` would answer RESOURCE_EXHAUSTED with no
+details at all, so the bound is kept here instead: the handler pool counts what was submitted to it and not yet
+finished, and the handler lookup — which grpcio runs on its serving thread before queueing the RPC for a worker,
+where its own cap is checked too — refuses past the bound, the refusal running on a separate one-thread pool so
+it never waits behind the RPCs that fill the workers.
 """
 
 from __future__ import annotations
@@ -18,7 +29,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import math
-from typing import Any, Final, NoReturn
+import threading
+from collections.abc import Callable
+from typing import Any, Final, NoReturn, ParamSpec, TypeVar
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -37,6 +50,10 @@ from ragmon.collectors.memory_guard import MemoryGuard
 __all__ = ["GrpcReceiver"]
 
 _SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+_EXPORT_METHOD: Final = f"/{_SERVICE}/Export"
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 _log = logging.getLogger(__name__)
 
@@ -55,8 +72,11 @@ class GrpcReceiver:
         max_message_bytes: int = 16 * 1024 * 1024,
         worker_threads: int = 4,
         max_concurrent_rpcs: int = 64,
+        busy_retry_after_s: float = 1.0,
         memory_guard: MemoryGuard | None = None,
     ) -> None:
+        if max_concurrent_rpcs < 1 or worker_threads < 1:
+            raise ValueError("max_concurrent_rpcs and worker_threads must be at least 1")
         self.host = host
         self.memory_guard = memory_guard
         self._requested_port = port
@@ -65,35 +85,51 @@ class GrpcReceiver:
         self.handler = ExportHandler(consumer, counters=self.counters, max_body_bytes=max_message_bytes)
         self.max_message_bytes = max_message_bytes
         self._worker_threads = worker_threads
-        self._max_concurrent_rpcs = max_concurrent_rpcs
+        self.max_concurrent_rpcs = max_concurrent_rpcs
+        self.busy_retry_after_s = busy_retry_after_s
+        self._pool: _CountingPool | None = None
+        self._refusals: concurrent.futures.ThreadPoolExecutor | None = None
         self._server: grpc.Server | None = None
         self.port = 0
 
     def start(self) -> GrpcReceiver:
         if self._server is not None:
             raise RuntimeError("receiver already started")
+        self._pool = _CountingPool(self._worker_threads, "ragmon-otlp-grpc")
+        self._refusals = concurrent.futures.ThreadPoolExecutor(1, "ragmon-otlp-grpc-busy")
+        # No maximum_concurrent_rpcs: the bound is _Admission's (see the module docstring).
         server = grpc.server(
-            concurrent.futures.ThreadPoolExecutor(self._worker_threads, "ragmon-otlp-grpc"),
+            self._pool,
             options=[
                 ("grpc.max_receive_message_length", self.max_message_bytes),
                 ("grpc.so_reuseport", 0),  # a taken port must fail loudly, not be shared silently
             ],
-            # Beyond this, grpcio answers RESOURCE_EXHAUSTED itself: the queue of waiting RPCs is bounded.
-            maximum_concurrent_rpcs=self._max_concurrent_rpcs,
         )
+        service = _TraceService(self)
         export = grpc.unary_unary_rpc_method_handler(
-            _TraceService(self).Export,
+            service.Export,
             request_deserializer=None,  # raw bytes: parsed once by ExportHandler, passed on unchanged
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": export}),))
+        busy = grpc.unary_unary_rpc_method_handler(
+            _Busy(self, self._refusals),
+            request_deserializer=None,  # the message is not even parsed
+            response_serializer=ExportTraceServiceResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers((_Admission(self._pool, self.max_concurrent_rpcs, export, busy),))
         port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
         if port == 0:
+            self._shutdown_pools()
             raise OSError(f"cannot bind OTLP/gRPC receiver to {self.host}:{self._requested_port}")
         server.start()
         self._server = server
         self.port = port
         return self
+
+    @property
+    def rpcs_in_progress(self) -> int:
+        """Export RPCs admitted and not finished (waiting for a worker or running)."""
+        return self._pool.active if self._pool is not None else 0
 
     @property
     def endpoint(self) -> str:
@@ -105,12 +141,80 @@ class GrpcReceiver:
         if self._server is not None:
             self._server.stop(grace=timeout_s).wait(timeout_s + 1.0)
             self._server = None
+        self._shutdown_pools()
+
+    def _shutdown_pools(self) -> None:
+        # grpcio never shuts down the pools it is given; without this each stopped receiver would keep its threads.
+        for pool in (self._pool, self._refusals):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._pool = self._refusals = None
 
     def __enter__(self) -> GrpcReceiver:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _CountingPool(concurrent.futures.ThreadPoolExecutor):
+    """The handlers' pool, counting the RPCs submitted to it and not yet finished (queued or running).
+
+    grpcio submits each admitted RPC here and the future completes whether the RPC ran, failed or was cancelled
+    while it waited, so the count cannot leak (grpcio counts its own cap the same way)."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        super().__init__(workers, name)
+        self._count_lock = threading.Lock()
+        self.active = 0
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> concurrent.futures.Future[_T]:
+        with self._count_lock:
+            self.active += 1
+        try:
+            future = super().submit(fn, *args, **kwargs)
+        except BaseException:
+            self._finished(None)
+            raise
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: object) -> None:
+        with self._count_lock:
+            self.active -= 1
+
+
+class _Admission(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc is untyped here
+    """Export while fewer than `limit` RPCs are in progress, else the RESOURCE_EXHAUSTED + RetryInfo handler.
+
+    grpcio calls `service` on its serving thread just before it submits the RPC to the pool, one RPC at a time,
+    so the count read here already includes every RPC admitted before."""
+
+    def __init__(self, pool: _CountingPool, limit: int, export: Any, busy: Any) -> None:
+        self._pool = pool
+        self._limit = limit
+        self._export = export
+        self._busy = busy
+
+    def service(self, handler_call_details: Any) -> Any:
+        if handler_call_details.method != _EXPORT_METHOD:
+            return None  # grpcio answers UNIMPLEMENTED
+        return self._export if self._pool.active < self._limit else self._busy
+
+
+class _Busy:
+    """The refusal of an RPC over the concurrency bound. grpcio runs a behaviour on its `experimental_thread_pool`
+    when it has one: the refusals get their own thread so they are answered while every worker is taken."""
+
+    def __init__(self, receiver: GrpcReceiver, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        self.receiver = receiver
+        self.experimental_thread_pool = pool
+
+    def __call__(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+        receiver = self.receiver
+        receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="overloaded")
+        message = f"more than {receiver.max_concurrent_rpcs} export requests in progress"
+        _abort_with_retry(context, grpc.StatusCode.RESOURCE_EXHAUSTED, message, receiver.busy_retry_after_s)
 
 
 class _TraceService:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -10,9 +13,17 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.sdk.trace.export import SpanExportResult
 from ragmon.collectors import Backpressure, ConsumerUnavailable, GrpcReceiver
+from ragmon.collectors.auth import ApiKeyAuth
 
-from tests.collectors.collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
+from tests.collectors.collector_fakes import (
+    API_KEYS,
+    MemoryExporter,
+    RecordingConsumer,
+    provider_with,
+    sdk_request,
+)
 
 AUTH = (("authorization", f"Bearer {API_KEYS['acme']}"),)
 
@@ -107,4 +118,98 @@ def test_oversized_message_is_resource_exhausted(
     with pytest.raises(grpc.RpcError) as caught:
         stub.Export(sdk_request(huge), metadata=AUTH, timeout=5, compression=grpc.Compression.Gzip)
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # decompressed size is capped too
+    # Not retryable: the same message cannot fit next time, so no RetryInfo (exporters retry only with it).
+    trailers = dict(caught.value.trailing_metadata() or ())
+    assert "google.rpc.retryinfo-bin" not in trailers and "grpc-status-details-bin" not in trailers
     assert consumer.calls == 0
+
+
+class HeldConsumer(RecordingConsumer):
+    """Keeps each export inside `consume` until `release` is set, so a test fills the receiver without timing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.inside = threading.Semaphore(0)
+
+    def consume(self, tenant: str, body: bytes, spans: int) -> None:
+        self.inside.release()
+        assert self.release.wait(30), "the test never released the consumer"
+        super().consume(tenant, body, spans)
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for a state another thread reaches (a bound for a broken receiver, not a guess at its speed)."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def _held_receiver(consumer: HeldConsumer, **options: Any) -> GrpcReceiver:
+    return GrpcReceiver(consumer, port=0, auth=ApiKeyAuth(API_KEYS), **options).start()
+
+
+def test_over_the_concurrency_cap_the_answer_carries_retry_info() -> None:
+    consumer = HeldConsumer()
+    # One worker and room for two: the first RPC runs (held), the second waits for the worker, the third is over.
+    receiver = _held_receiver(consumer, worker_threads=1, max_concurrent_rpcs=2, busy_retry_after_s=1.5)
+    try:
+        with grpc.insecure_channel(receiver.endpoint) as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            request = sdk_request(rag_trace)
+            admitted = [stub.Export.future(request, metadata=AUTH, timeout=30) for _ in range(2)]
+            assert consumer.inside.acquire(timeout=30)
+            _until(lambda: receiver.rpcs_in_progress == 2, "the second RPC to wait for the worker")
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Export(request, metadata=AUTH, timeout=30)
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            trailers = dict(caught.value.trailing_metadata())
+            retry = error_details_pb2.RetryInfo.FromString(trailers["google.rpc.retryinfo-bin"])
+            assert retry.retry_delay.ToTimedelta().total_seconds() == 1.5
+            status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+            assert status.details[0].Is(error_details_pb2.RetryInfo.DESCRIPTOR)
+            assert consumer.calls == 0  # the refused RPC never reached the consumer (nor a worker)
+
+            consumer.release.set()
+            for future in admitted:
+                future.result(timeout=30)
+            _until(lambda: receiver.rpcs_in_progress == 0, "the admitted RPCs to finish")
+            stub.Export(request, metadata=AUTH, timeout=30)  # room again
+    finally:
+        consumer.release.set()
+        receiver.stop(timeout_s=2.0)
+    assert consumer.calls == 3
+    assert receiver.counters.get("ragmon_receiver_requests_total", transport="grpc", outcome="overloaded") == 1
+    assert receiver.counters.get("ragmon_receiver_requests_total", transport="grpc", outcome="ok") == 3
+
+
+def test_the_sdk_exporter_waits_the_retry_info_delay_and_delivers(caplog: pytest.LogCaptureFixture) -> None:
+    memory = MemoryExporter()
+    rag_trace(provider_with(memory, "busy-app").get_tracer("test"))
+    consumer = HeldConsumer()
+    receiver = _held_receiver(consumer, worker_threads=1, max_concurrent_rpcs=1, busy_retry_after_s=0.5)
+    results: list[SpanExportResult] = []
+    try:
+        with grpc.insecure_channel(receiver.endpoint) as channel:
+            holder = trace_service_pb2_grpc.TraceServiceStub(channel).Export.future(
+                sdk_request(rag_trace), metadata=AUTH, timeout=30
+            )
+            assert consumer.inside.acquire(timeout=30)  # the one slot is taken
+            exporter = OTLPSpanExporter(endpoint=receiver.endpoint, insecure=True, headers=AUTH, timeout=20)
+            caplog.set_level(logging.WARNING, "opentelemetry.exporter.otlp.proto.grpc.exporter")
+            sending = threading.Thread(target=lambda: results.append(exporter.export(memory.spans)))
+            sending.start()
+            overloaded = ("ragmon_receiver_requests_total", {"transport": "grpc", "outcome": "overloaded"})
+            _until(lambda: receiver.counters.get(overloaded[0], **overloaded[1]) >= 1, "the exporter to be refused")
+            consumer.release.set()  # the slot frees while the exporter waits the RetryInfo delay
+            holder.result(timeout=30)
+            sending.join(30)
+            exporter.shutdown()
+    finally:
+        consumer.release.set()
+        receiver.stop(timeout_s=2.0)
+    assert results == [SpanExportResult.SUCCESS]
+    # It waited the delay the receiver asked for (0.5 s), not its own backoff (1 s ± 20 % without RetryInfo).
+    assert "retrying in 0.50s" in caplog.text
+    assert consumer.spans == 4  # the held request's two spans and the exporter's two

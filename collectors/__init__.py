@@ -15,7 +15,7 @@ envelope and its normalising SQL) is the agent's and the store's business, not t
 
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.consumer import SpanConsumer
-from ragmon.collectors.counters import CollectorCounters, MetricsSource, render_metrics
+from ragmon.collectors.counters import CollectorCounters
 from ragmon.collectors.errors import (
     Backpressure,
     CollectorError,
@@ -27,6 +27,7 @@ from ragmon.collectors.errors import (
     ProtobufDecodeError,
 )
 from ragmon.collectors.export_handler import ExportHandler, ExportOutcome
+from ragmon.collectors.exposition import MetricsSource, metrics_registry, render_metrics
 from ragmon.collectors.grpc_receiver import GrpcReceiver
 from ragmon.collectors.http_receiver import HttpReceiver
 from ragmon.collectors.validate import REJECT_REASONS, Validation, validate
@@ -50,6 +51,7 @@ __all__ = [
     "ProtobufDecodeError",
     "SpanConsumer",
     "Validation",
+    "metrics_registry",
     "render_metrics",
     "validate",
 ]

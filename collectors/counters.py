@@ -1,17 +1,18 @@
-"""The receivers' counters (requests, spans, rejections by reason, truncations, bytes) and their Prometheus text.
+"""The receivers' counters (requests, spans, rejections by reason, truncations, bytes), exposed to Prometheus.
 
 One small thread-safe object shared by the HTTP and gRPC receivers. Counters are bumped once per request, not
-per span, so a lock costs nothing measurable. `render_prometheus()` gives the text exposition format served on
-``GET /metrics``; other parts of the agent expose theirs through the same one-method `MetricsSource` protocol.
+per span, so a lock costs nothing measurable. `collect()` makes it a prometheus_client collector: the families it
+yields are read from the counts when ``GET /metrics`` is scraped (`collectors/exposition.py`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Iterator, Mapping
 
-__all__ = ["CollectorCounters", "MetricsSource", "render_metrics"]
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+
+__all__ = ["CollectorCounters"]
 
 # name -> help text; every counter the collectors export, declared once.
 _HELP: dict[str, str] = {
@@ -26,12 +27,6 @@ _HELP: dict[str, str] = {
 }
 
 Labels = tuple[tuple[str, str], ...]
-
-
-class MetricsSource(Protocol):
-    def render_prometheus(self) -> str:
-        """Prometheus text exposition lines (with # HELP / # TYPE), newline-terminated."""
-        ...
 
 
 class CollectorCounters:
@@ -65,30 +60,14 @@ class CollectorCounters:
         with self._lock:
             return sum(v for (n, _), v in self._values.items() if n == name)
 
-    def render_prometheus(self) -> str:
+    def collect(self) -> Iterator[Metric]:
+        """One counter family per declared name (present with no samples until bumped)."""
         with self._lock:
             items = sorted(self._values.items())
-        lines: list[str] = []
         for name, help_text in _HELP.items():
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} counter")
+            family = CounterMetricFamily(name.removesuffix("_total"), help_text)  # the library appends _total
             for (series, labels), value in items:
                 if series == name:
-                    lines.append(f"{name}{_format_labels(labels)} {value}")
-        return "\n".join(lines) + "\n"
-
-
-def _format_labels(labels: Labels) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-    return "{" + inner + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def render_metrics(sources: Iterable[MetricsSource]) -> str:
-    """Concatenate the exposition text of several sources."""
-    return "".join(source.render_prometheus() for source in sources)
+                    # add_sample, not add_metric: a counter's label names differ between its series (reason on some)
+                    family.add_sample(name, dict(labels), value)
+            yield family

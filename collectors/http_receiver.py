@@ -25,10 +25,11 @@ from typing import Final
 
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.consumer import SpanConsumer
-from ragmon.collectors.counters import CollectorCounters, MetricsSource, render_metrics
+from ragmon.collectors.counters import CollectorCounters
 from ragmon.collectors.decode import SUPPORTED_ENCODINGS
 from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
 from ragmon.collectors.export_handler import BodyEncoding, ExportHandler
+from ragmon.collectors.exposition import MetricsSource, render_metrics
 from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead, text_reply
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.collectors.responses import JSON, PROTOBUF, export_response, status_response
@@ -119,8 +120,8 @@ class HttpReceiver:
             if head.method in ("GET", "HEAD") and head.path in ("/health", "/metrics"):
                 if head.path == "/health":
                     return Reply(200, b'{"status":"ok"}\n', "application/json")
-                text = render_metrics(self.metrics_sources)
-                return Reply(200, text.encode("utf-8"), "text/plain; version=0.0.4; charset=utf-8")
+                body, content_type = render_metrics(*self.metrics_sources, accept=head.headers.get("accept"))
+                return Reply(200, body, content_type)
             if head.path in ("/health", "/metrics"):
                 return text_reply(405, "use GET", {"Allow": "GET, HEAD"})
             return text_reply(404, "not found; POST /v1/traces")

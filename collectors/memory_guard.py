@@ -25,8 +25,10 @@ import ctypes.util
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 __all__ = ["MemoryGuard", "read_rss_bytes"]
 
@@ -140,35 +142,37 @@ class MemoryGuard:
         high = self.high_water_bytes or 0
         return f"agent memory {self.rss_bytes / 1e6:.0f} MB is over its high-water mark of {high / 1e6:.0f} MB"
 
-    def render_prometheus(self) -> str:
+    def collect(self) -> Iterator[Metric]:
+        """The guard's gauges and its pushback counter, for the agent's registry (`collectors/exposition.py`)."""
         rss = self.read_rss() if self._thread is None else self.rss_bytes
         with self._lock:
             pushed = sorted(self.pushed_back.items())
-        lines = [
-            "# HELP ragmon_memory_rss_bytes Resident memory of the agent process (its embedded engine included).",
-            "# TYPE ragmon_memory_rss_bytes gauge",
-            f"ragmon_memory_rss_bytes {rss}",
-            "# HELP ragmon_memory_peak_rss_bytes Highest resident memory the guard has sampled since start.",
-            "# TYPE ragmon_memory_peak_rss_bytes gauge",
-            f"ragmon_memory_peak_rss_bytes {max(self.peak_rss_bytes, rss)}",
-            "# HELP ragmon_memory_limit_bytes agent.memory_limit (absent: no limit).",
-            "# TYPE ragmon_memory_limit_bytes gauge",
-        ]
-        if self.limit_bytes is not None:
-            lines.append(f"ragmon_memory_limit_bytes {self.limit_bytes}")
-        lines += [
-            "# HELP ragmon_memory_high_water_bytes Resident memory above which receivers refuse new requests.",
-            "# TYPE ragmon_memory_high_water_bytes gauge",
-        ]
-        if self.high_water_bytes is not None:
-            lines.append(f"ragmon_memory_high_water_bytes {self.high_water_bytes}")
-        lines += [
-            "# HELP ragmon_memory_pushing_back 1 while receivers refuse new requests for memory, else 0.",
-            "# TYPE ragmon_memory_pushing_back gauge",
-            f"ragmon_memory_pushing_back {int(self.pressing)}",
-            "# HELP ragmon_memory_pushback_total Export requests refused (429 / RESOURCE_EXHAUSTED) for memory, by "
-            "transport.",
-            "# TYPE ragmon_memory_pushback_total counter",
-        ]
-        lines += [f'ragmon_memory_pushback_total{{transport="{t}"}} {n}' for t, n in pushed]
-        return "\n".join(lines) + "\n"
+        yield GaugeMetricFamily(
+            "ragmon_memory_rss_bytes", "Resident memory of the agent process (its embedded engine included).", rss
+        )
+        yield GaugeMetricFamily(
+            "ragmon_memory_peak_rss_bytes",
+            "Highest resident memory the guard has sampled since start.",
+            max(self.peak_rss_bytes, rss),
+        )
+        # Without a limit (or a mark) the family is there with no sample: a series that could only ever read 0 would
+        # look like a limit of 0.
+        yield GaugeMetricFamily("ragmon_memory_limit_bytes", "agent.memory_limit (absent: no limit).", self.limit_bytes)
+        yield GaugeMetricFamily(
+            "ragmon_memory_high_water_bytes",
+            "Resident memory above which receivers refuse new requests.",
+            self.high_water_bytes,
+        )
+        yield GaugeMetricFamily(
+            "ragmon_memory_pushing_back",
+            "1 while receivers refuse new requests for memory, else 0.",
+            int(self.pressing),
+        )
+        pushback = CounterMetricFamily(
+            "ragmon_memory_pushback",  # exposed as ragmon_memory_pushback_total
+            "Export requests refused (429 / RESOURCE_EXHAUSTED) for memory, by transport.",
+            labels=["transport"],
+        )
+        for transport, n in pushed:
+            pushback.add_metric([transport], n)
+        yield pushback

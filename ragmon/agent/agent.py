@@ -13,13 +13,18 @@ embedded store a second time.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
 
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
@@ -39,6 +44,7 @@ from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.collectors.exposition import metrics_registry
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
@@ -252,7 +258,7 @@ class Agent:
                 counters=self.counters,
                 max_body_bytes=agent.max_body_bytes,
                 max_inflight_bytes=self.memory.inflight_bytes,
-                extra_metrics=[self, self.memory_guard],
+                extra_metrics=[self.metrics],  # holds self.counters too: exposed once (collectors/exposition.py)
                 memory_guard=self.memory_guard,
             ).start()
         )
@@ -366,113 +372,101 @@ class Agent:
         return kept, sum(n for key, n in counts.items() if key.startswith("decided:"))
 
     # -- /metrics --------------------------------------------------------------------------------------------
-    def render_prometheus(self) -> str:
-        lines: list[str] = []
+    @functools.cached_property
+    def metrics(self) -> CollectorRegistry:
+        """This agent's Prometheus registry: the receivers' counters, the agent's own families (with its alerting's
+        and judging's, `collect`) and the memory guard's. Its own, not prometheus_client's global one: several
+        agents share a test process. `render_metrics(agent.metrics, accept=...)` gives its exposition."""
+        return metrics_registry(self.counters, self, self.memory_guard)
 
-        def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {value}" for labels, value in samples)
-
+    def collect(self) -> Iterator[Metric]:
+        """The agent's families, read from the counts its parts keep (a prometheus_client collector)."""
         requests, backlog_bytes = self.intake.backlog
-        metric("ragmon_queue_requests", "gauge", "Acknowledged requests waiting for the store.", [("", requests)])
-        metric(
-            "ragmon_queue_bytes",
-            "gauge",
-            "Bytes of acknowledged requests waiting for the store.",
-            [("", backlog_bytes)],
+        yield GaugeMetricFamily("ragmon_queue_requests", "Acknowledged requests waiting for the store.", requests)
+        yield GaugeMetricFamily(
+            "ragmon_queue_bytes", "Bytes of acknowledged requests waiting for the store.", backlog_bytes
         )
-        metric("ragmon_wal_bytes", "gauge", "Bytes held by the write-ahead log.", [("", self.wal.bytes_total)])
-        metric(
-            "ragmon_intake_refused_total",
-            "counter",
-            "Requests refused with back-pressure, by reason.",
-            [(f'{{reason="{reason}"}}', n) for reason, n in sorted(self.intake.refused.items())],
+        yield GaugeMetricFamily("ragmon_wal_bytes", "Bytes held by the write-ahead log.", self.wal.bytes_total)
+        # Counter families are named without _total: prometheus_client appends it (ragmon_intake_refused_total).
+        refused = CounterMetricFamily(
+            "ragmon_intake_refused", "Requests refused with back-pressure, by reason.", labels=["reason"]
         )
+        for reason, n in sorted(self.intake.refused.items()):
+            refused.add_metric([reason], n)
+        yield refused
         writer = self.writer.counts
-        metric("ragmon_spans_stored_total", "counter", "Spans stored.", [("", writer["spans_stored"])])
-        metric("ragmon_store_batches_total", "counter", "Batches stored.", [("", writer["batches"])])
-        metric(
-            "ragmon_store_writer_seconds_total",
-            "counter",
+        yield CounterMetricFamily("ragmon_spans_stored", "Spans stored.", writer["spans_stored"])
+        yield CounterMetricFamily("ragmon_store_batches", "Batches stored.", writer["batches"])
+        seconds = CounterMetricFamily(
+            "ragmon_store_writer_seconds",
             "Wall time of the store writer, by phase: insert, sample (fragments query and policies), decided "
             "(payload copies and judge queue), roll_up (the per-minute rollup).",
-            [(f'{{phase="{phase}"}}', round(s, 6)) for phase, s in sorted(self.writer.seconds.items())],
+            labels=["phase"],
         )
-        metric(
+        for phase, s in sorted(self.writer.seconds.items()):
+            seconds.add_metric([phase], round(s, 6))
+        yield seconds
+        yield GaugeMetricFamily(
             "ragmon_rollup_lag_seconds",
-            "gauge",
             "How long the oldest stored range has waited to enter the per-minute rollup (the report trails by this).",
-            [("", round(self.writer.rollups.lag_s(), 3))],
+            round(self.writer.rollups.lag_s(), 3),
         )
-        metric(
-            "ragmon_store_errors_total",
-            "counter",
-            "Store errors, by kind.",
-            [('{kind="retryable"}', writer["store_retries"]), ('{kind="rejected"}', writer["batches_rejected"])],
+        errors = CounterMetricFamily("ragmon_store_errors", "Store errors, by kind.", labels=["kind"])
+        errors.add_metric(["retryable"], writer["store_retries"])
+        errors.add_metric(["rejected"], writer["batches_rejected"])
+        yield errors
+        yield CounterMetricFamily(
+            "ragmon_spans_quarantined", "Spans the store rejected, kept aside.", writer["spans_quarantined"]
         )
-        metric(
-            "ragmon_spans_quarantined_total",
-            "counter",
-            "Spans the store rejected, kept aside.",
-            [("", writer["spans_quarantined"])],
+        yield GaugeMetricFamily(
+            "ragmon_sampler_traces_held", "Traces waiting for a decision.", self.sampler.traces_held
         )
-        metric(
-            "ragmon_sampler_traces_held", "gauge", "Traces waiting for a decision.", [("", self.sampler.traces_held)]
+        decisions = CounterMetricFamily(
+            "ragmon_sampler_decisions", "Sampling decisions, by decision and trigger.", labels=["decision", "by"]
         )
-        metric(
-            "ragmon_sampler_decisions_total",
-            "counter",
-            "Sampling decisions, by decision and trigger.",
-            [
-                (f'{{decision="{k.split(":")[0]}",by="{k.split(":", 1)[1]}"}}', n)
-                for k, n in sorted(self.decisions.counts.items())
-                if k.split(":")[0] in {"keep", "skip", "drop"}
-            ],
+        for key, n in sorted(self.decisions.counts.items()):
+            decision, _, by = key.partition(":")
+            if decision in {"keep", "skip", "drop"}:
+                decisions.add_metric([decision, by], n)
+        yield decisions
+        kept_traces = CounterMetricFamily(
+            "ragmon_sampler_kept_traces",
+            "Kept traces, by first reason (policies in configured order) and traffic (production, or `ragmon eval "
+            "run` traces): a traffic's reasons add up to all its kept traces.",
+            labels=["reason", "traffic"],
         )
-        kept_samples: list[tuple[str, float]] = []
-        share_samples: list[tuple[str, float]] = []
+        kept_share = GaugeMetricFamily(
+            "ragmon_sampler_kept_share",
+            "Share of a traffic's traces decided since start that were kept, by first reason (for a window: the rate "
+            "of ragmon_sampler_kept_traces_total over the rate of that traffic's decisions).",
+            labels=["reason", "traffic"],
+        )
         for traffic in ("production", "evaluation"):
             kept, decided = self._kept_by_reason(evaluation=traffic == "evaluation")
             for reason, n in sorted(kept.items()):
-                labels = f'{{reason="{reason}",traffic="{traffic}"}}'
-                kept_samples.append((labels, n))
-                share_samples.append((labels, round(n / max(decided, 1), 6)))
-        metric(
-            "ragmon_sampler_kept_traces_total",
-            "counter",
-            "Kept traces, by first reason (policies in configured order) and traffic (production, or `ragmon eval "
-            "run` traces): a traffic's reasons add up to all its kept traces.",
-            kept_samples,
+                kept_traces.add_metric([reason, traffic], n)
+                kept_share.add_metric([reason, traffic], round(n / max(decided, 1), 6))
+        yield kept_traces
+        yield kept_share
+        policy = CounterMetricFamily(
+            "ragmon_sampler_policy", "Policy verdicts, by policy and verdict.", labels=["policy", "verdict"]
         )
-        metric(
-            "ragmon_sampler_kept_share",
-            "gauge",
-            "Share of a traffic's traces decided since start that were kept, by first reason (for a window: the rate "
-            "of ragmon_sampler_kept_traces_total over the rate of that traffic's decisions).",
-            share_samples,
+        for (name, verdict), n in sorted(self.sampler.policy.counts.items()):
+            policy.add_metric([name, verdict], n)
+        yield policy
+        evictions = CounterMetricFamily(
+            "ragmon_sampler_evictions", "Traces decided early to bound memory, by reason.", labels=["reason"]
         )
-        metric(
-            "ragmon_sampler_policy_total",
-            "counter",
-            "Policy verdicts, by policy and verdict.",
-            [(f'{{policy="{p}",verdict="{v}"}}', n) for (p, v), n in sorted(self.sampler.policy.counts.items())],
-        )
-        metric(
-            "ragmon_sampler_evictions_total",
-            "counter",
-            "Traces decided early to bound memory, by reason.",
-            [
-                (f'{{reason="{k.split(":", 1)[1]}"}}', n)
-                for k, n in sorted(self.sampler.counts.items())
-                if k.startswith("evicted:")
-            ],
-        )
-        metric(
-            "ragmon_payloads_copied_total",
-            "counter",
+        for key, n in sorted(self.sampler.counts.items()):
+            if key.startswith("evicted:"):
+                evictions.add_metric([key.split(":", 1)[1]], n)
+        yield evictions
+        yield CounterMetricFamily(
+            "ragmon_payloads_copied",
             "Kept traces whose text went to payloads.",
-            [("", self.decisions.counts["payloads_copied"])],
+            self.decisions.counts["payloads_copied"],
         )
-        alerting = self.alerting.render_prometheus() if self.alerting is not None else ""
-        return "\n".join(lines) + "\n" + alerting + self.judging.render_prometheus()
+        # Read here, not registered apart: alerting starts with the agent, after the registry can exist.
+        if self.alerting is not None:
+            yield from self.alerting.collect()
+        yield from self.judging.collect()

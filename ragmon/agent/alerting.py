@@ -19,8 +19,10 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ragmon.agent.drift.channels import Dispatcher, build_dispatcher
 from ragmon.agent.drift.evaluator import AlertEvaluator
@@ -180,52 +182,41 @@ class AlertingService:
         self.dispatcher.close()
 
     # -- /metrics ------------------------------------------------------------------------------------------------
-    def render_prometheus(self) -> str:
+    def collect(self) -> Iterator[Metric]:
+        """The alerting families, read from the evaluator's, the store sink's and the dispatcher's counts."""
         stats = self.evaluator.stats
-        lines: list[str] = []
-
-        def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-            lines.append(f"# HELP {name} {help_text}")
-            lines.append(f"# TYPE {name} {kind}")
-            lines.extend(f"{name}{labels} {value}" for labels, value in samples)
-
-        metric("ragmon_alert_evaluations_total", "counter", "Alert evaluation runs.", [("", stats.runs)])
-        metric(
-            "ragmon_alert_evaluation_errors_total",
-            "counter",
-            "Alert evaluation runs that failed as a whole.",
-            [("", self.run_errors)],
+        # Counter families are named without _total: prometheus_client appends it (ragmon_alert_evaluations_total).
+        yield CounterMetricFamily("ragmon_alert_evaluations", "Alert evaluation runs.", stats.runs)
+        yield CounterMetricFamily(
+            "ragmon_alert_evaluation_errors", "Alert evaluation runs that failed as a whole.", self.run_errors
         )
-        metric(
-            "ragmon_alert_transitions_total",
-            "counter",
-            "Alerts opened and resolved.",
-            [('{state="firing"}', stats.fired), ('{state="resolved"}', stats.resolved)],
+        transitions = CounterMetricFamily("ragmon_alert_transitions", "Alerts opened and resolved.", labels=["state"])
+        transitions.add_metric(["firing"], stats.fired)
+        transitions.add_metric(["resolved"], stats.resolved)
+        yield transitions
+        yield GaugeMetricFamily("ragmon_alerts_open", "Alerts firing now.", len(self.evaluator.open_alerts()))
+        # Rule and channel names come from the configuration, any text: the library escapes them.
+        source_errors = CounterMetricFamily(
+            "ragmon_alert_source_errors", "Failed reads of a rule's signal, by rule.", labels=["rule"]
         )
-        metric("ragmon_alerts_open", "gauge", "Alerts firing now.", [("", len(self.evaluator.open_alerts()))])
-        metric(
-            "ragmon_alert_source_errors_total",
-            "counter",
-            "Failed reads of a rule's signal, by rule.",
-            [(f'{{rule="{rule}"}}', n) for rule, n in sorted(stats.source_errors.items())],
+        for rule, n in sorted(stats.source_errors.items()):
+            source_errors.add_metric([rule], n)
+        yield source_errors
+        rows = CounterMetricFamily(
+            "ragmon_alert_rows", "Alert rows for the alerts table, by outcome.", labels=["outcome"]
         )
-        metric(
-            "ragmon_alert_rows_total",
-            "counter",
-            "Alert rows for the alerts table, by outcome.",
-            [
-                ('{outcome="stored"}', self.store_sink.stored),
-                ('{outcome="pending"}', len(self.store_sink.pending)),
-                ('{outcome="dropped"}', self.store_sink.dropped),
-            ],
+        rows.add_metric(["stored"], self.store_sink.stored)
+        rows.add_metric(["pending"], len(self.store_sink.pending))
+        rows.add_metric(["dropped"], self.store_sink.dropped)
+        yield rows
+        yield CounterMetricFamily("ragmon_alert_store_errors", "Failed alert inserts.", self.store_sink.errors)
+        deliveries = CounterMetricFamily(
+            "ragmon_alert_deliveries", "Alert deliveries, by channel and result.", labels=["channel", "result"]
         )
-        metric("ragmon_alert_store_errors_total", "counter", "Failed alert inserts.", [("", self.store_sink.errors)])
-        deliveries = []
         for channel, channel_stats in sorted(self.dispatcher.stats.items()):
             for result in ("delivered", "failed", "deduplicated"):
-                deliveries.append((f'{{channel="{channel}",result="{result}"}}', getattr(channel_stats, result)))
-        metric("ragmon_alert_deliveries_total", "counter", "Alert deliveries, by channel and result.", deliveries)
-        return "\n".join(lines) + "\n"
+                deliveries.add_metric([channel, result], getattr(channel_stats, result))
+        yield deliveries
 
 
 def start_alerting(alerts: AlertsConfig, store: Any, *, health: HealthRegistry | None = None) -> AlertingService | None:

@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.metrics_core import Metric
+
 from ragmon.agent import score_events
 from ragmon.agent.health import Component, HealthRegistry
 from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
@@ -239,9 +241,9 @@ class Judging:
                 log.warning("%d kept traces not queued; the next start queues them", len(self.unqueued))
         self.queue.close()
 
-    def render_prometheus(self) -> str:
-        """The evaluation events' counters when this agent judges and sends them ('' otherwise)."""
-        return score_events.render_prometheus(self.service.events if self.service else None)
+    def collect(self) -> list[Metric]:
+        """The evaluation events' families when this agent judges and sends them (none otherwise)."""
+        return score_events.metric_families(self.service.events if self.service else None)
 
 
 class JudgeEndpoints:

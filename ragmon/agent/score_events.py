@@ -11,6 +11,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from opentelemetry.sdk._logs.export import LogRecordExporter
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ragmon.judges.event_export import EvaluationEvents, EventStats
 from ragmon.settings import JudgeEventsSettings
@@ -60,24 +61,33 @@ def open_events(settings: JudgeEventsSettings, exporter: LogRecordExporter | Non
     )
 
 
-def render_prometheus(events: EvaluationEvents | None) -> str:
-    """The ragmon_judge_events_* metrics ('' when events are off: no series that could only ever read 0)."""
+def metric_families(events: EvaluationEvents | None) -> list[Metric]:
+    """The ragmon_judge_events_* families (none when events are off: no series that could only ever read 0)."""
     if events is None:
-        return ""
+        return []
     stats: EventStats = events.stats
     dropped = dict.fromkeys(DROP_REASONS, 0) | stats.dropped_by_reason()  # every reason, 0 until it happens
-    lines = [
-        "# HELP ragmon_judge_events_emitted_total Scores handed to the evaluation event queue.",
-        "# TYPE ragmon_judge_events_emitted_total counter",
-        f"ragmon_judge_events_emitted_total {stats.emitted}",
-        "# HELP ragmon_judge_events_exported_total gen_ai.evaluation.result events the OTLP endpoint accepted.",
-        "# TYPE ragmon_judge_events_exported_total counter",
-        f"ragmon_judge_events_exported_total {stats.exported}",
-        "# HELP ragmon_judge_events_dropped_total Evaluation events lost, by reason (the scores are stored anyway).",
-        "# TYPE ragmon_judge_events_dropped_total counter",
-        *(f'ragmon_judge_events_dropped_total{{reason="{reason}"}} {n}' for reason, n in sorted(dropped.items())),
-        "# HELP ragmon_judge_events_queued Evaluation events waiting for the export thread.",
-        "# TYPE ragmon_judge_events_queued gauge",
-        f"ragmon_judge_events_queued {events.processor.queue_depth}",
+    # Counter families are named without _total: prometheus_client appends it (ragmon_judge_events_emitted_total).
+    dropped_family = CounterMetricFamily(
+        "ragmon_judge_events_dropped",
+        "Evaluation events lost, by reason (the scores are stored anyway).",
+        labels=["reason"],
+    )
+    for reason, n in sorted(dropped.items()):
+        dropped_family.add_metric([reason], n)
+    return [
+        CounterMetricFamily(
+            "ragmon_judge_events_emitted", "Scores handed to the evaluation event queue.", stats.emitted
+        ),
+        CounterMetricFamily(
+            "ragmon_judge_events_exported",
+            "gen_ai.evaluation.result events the OTLP endpoint accepted.",
+            stats.exported,
+        ),
+        dropped_family,
+        GaugeMetricFamily(
+            "ragmon_judge_events_queued",
+            "Evaluation events waiting for the export thread.",
+            events.processor.queue_depth,
+        ),
     ]
-    return "\n".join(lines) + "\n"

@@ -20,6 +20,8 @@ from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
 from tests.agent.test_agent_e2e import _encoded_requests
 from tests.faults import scenario_rows
+from tests.support import prometheus
+from tests.support.prometheus import text_of
 
 pytestmark = pytest.mark.faults  # also run by `pytest -m faults`; rows in the fault suite's summary table
 
@@ -94,7 +96,7 @@ def test_store_outage_keeps_accepting_into_the_log_and_loses_nothing(tmp_path: P
             acknowledged |= span_ids
         time.sleep(0.5)
         assert flaky.refused_inserts >= 1 and _stored(flaky, acknowledged) == 0
-        assert "ragmon_store_errors_total" in agent.render_prometheus()
+        assert prometheus.value(text_of(agent.metrics), "ragmon_store_errors_total", kind="retryable")
         flaky.down.clear()  # the store is back: the backlog drains
         stored = _wait_stored(flaky, acknowledged)
         duplicates = int(flaky.query("SELECT count() - uniqExact(span_id) AS d FROM spans")[0]["d"])

@@ -21,6 +21,8 @@ from ragmon.agent.alerting import AlertingService
 from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.drift.cli import collapse_alert_rows
 from ragmon.agent.drift.store_source import StoreSignalSource
+from tests.support import prometheus
+from tests.support.prometheus import text_of
 from tests.support.span_rows import insert_spans
 from tests.support.synth import make_batch
 
@@ -76,7 +78,7 @@ def store(chdb_engine_dir: Path) -> Iterator[Store]:
     opened.close()
 
 
-def _config(hook_url: str, **overrides: Any) -> AlertsConfig:
+def _config(hook_url: str, rule_name: str = "generate_latency", **overrides: Any) -> AlertsConfig:
     """One latency rule sized for a test's hour of data (the defaults want a day of baseline)."""
     return AlertsConfig.model_validate(
         {
@@ -85,7 +87,7 @@ def _config(hook_url: str, **overrides: Any) -> AlertsConfig:
             "default_rules": False,
             "rules": [
                 {
-                    "name": "generate_latency",
+                    "name": rule_name,
                     "signal": "latency_p95_ms",
                     "scope": {"stages": ["generate"]},
                     "channels": ["log", "hook"],
@@ -227,16 +229,16 @@ def test_a_failing_store_and_webhook_are_counted_retried_and_survived(store: Sto
     assert _alert_rows(store) == []
     assert service.store_sink.errors == 1 and len(service.store_sink.pending) == 1
     assert service.dispatcher.stats["hook"].failed == 1 and hook.bodies == []
-    metrics = service.render_prometheus()
-    assert 'ragmon_alert_rows_total{outcome="pending"} 1' in metrics
-    assert "ragmon_alert_store_errors_total 1" in metrics
-    assert 'ragmon_alert_deliveries_total{channel="hook",result="failed"} 1' in metrics
+    metrics = text_of(service)
+    assert prometheus.value(metrics, "ragmon_alert_rows_total", outcome="pending") == 1
+    assert prometheus.value(metrics, "ragmon_alert_store_errors_total") == 1
+    assert prometheus.value(metrics, "ragmon_alert_deliveries_total", channel="hook", result="failed") == 1
 
     flaky.failing = False  # the store is back: the next run stores the row it kept
     service.run_once()
     [stored] = collapse_alert_rows(_alert_rows(store))
     assert stored["alert_id"] == record.alert_id
-    assert 'ragmon_alert_rows_total{outcome="stored"} 1' in service.render_prometheus()
+    assert prometheus.value(text_of(service), "ragmon_alert_rows_total", outcome="stored") == 1
     # A failed delivery is not remembered, so the same record sent again (a replay) reaches the recovered webhook.
     service.dispatcher.deliver(record)
     assert [b["alert"]["alert_id"] for b in hook.bodies] == [record.alert_id]
@@ -257,7 +259,18 @@ def test_the_thread_keeps_running_while_reads_fail(store: Store, hook: Hook) -> 
         assert service.evaluator.stats.runs >= 3
         assert service.evaluator.stats.source_errors["generate_latency"] >= 3
         assert service._thread.is_alive()
-        assert 'ragmon_alert_source_errors_total{rule="generate_latency"}' in service.render_prometheus()
+        assert prometheus.value(text_of(service), "ragmon_alert_source_errors_total", rule="generate_latency")
     finally:
         service.stop()
     assert not service._thread.is_alive()
+
+
+def test_a_rule_name_with_a_quote_and_a_newline_is_escaped_on_metrics(store: Store, hook: Hook) -> None:
+    """Rule names are the operator's text; written into /metrics by hand, this one broke the exposition."""
+    name = 'checkout "p95"\nlatency'
+    service = AlertingService(_config(hook.url, rule_name=name), BrokenReads(store), clock=time.time)
+    service.run_once()
+    text = text_of(service)  # parsed back below with prometheus_client's parser, which raises on a bad line
+    assert prometheus.value(text, "ragmon_alert_source_errors_total", rule=name) == 1
+    assert prometheus.value(text, "ragmon_alert_evaluations_total") == 1
+    service.stop()

@@ -20,6 +20,7 @@ from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
 from tests.agent.test_agent_e2e import _encoded_requests
 from tests.agent.test_agent_faults import FlakyStore, _post, _stored, _wait_stored
+from tests.support import prometheus
 
 GiB = 1024**3
 _EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -66,9 +67,9 @@ def agent(tmp_path: Path, flaky: FlakyStore) -> Iterator[tuple[Agent, Rss]]:
         agent.stop()
 
 
-def _metrics(agent: Agent) -> list[str]:
+def _metrics(agent: Agent) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{agent.receivers[0].port}/metrics", timeout=10) as response:
-        return str(response.read().decode()).splitlines()
+        return str(response.read().decode())
 
 
 def test_over_the_high_water_mark_receivers_push_back_and_nothing_acknowledged_is_lost(
@@ -100,12 +101,12 @@ def test_over_the_high_water_mark_receivers_push_back_and_nothing_acknowledged_i
     assert retry.retry_delay.ToTimedelta().total_seconds() >= 1
     refused |= requests[9][1]
 
-    lines = _metrics(running)
-    assert f"ragmon_memory_rss_bytes {GiB}" in lines
-    assert f"ragmon_memory_limit_bytes {GiB}" in lines
-    assert "ragmon_memory_pushing_back 1" in lines
-    assert 'ragmon_memory_pushback_total{transport="http"} 3' in lines
-    assert 'ragmon_memory_pushback_total{transport="grpc"} 1' in lines
+    metrics = _metrics(running)
+    assert prometheus.value(metrics, "ragmon_memory_rss_bytes") == GiB
+    assert prometheus.value(metrics, "ragmon_memory_limit_bytes") == GiB
+    assert prometheus.value(metrics, "ragmon_memory_pushing_back") == 1
+    assert prometheus.value(metrics, "ragmon_memory_pushback_total", transport="http") == 3
+    assert prometheus.value(metrics, "ragmon_memory_pushback_total", transport="grpc") == 1
     assert running.counters.get("ragmon_receiver_requests_total", transport="http", outcome="memory") == 3
 
     # memory falls (the sender retries later) and the store comes back: everything acknowledged is stored, and
@@ -118,7 +119,7 @@ def test_over_the_high_water_mark_receivers_push_back_and_nothing_acknowledged_i
     flaky.down.clear()
     assert _wait_stored(flaky, acknowledged) == len(acknowledged)
     assert _stored(flaky, refused) == 0
-    assert "ragmon_memory_pushing_back 0" in _metrics(running)
+    assert prometheus.value(_metrics(running), "ragmon_memory_pushing_back") == 0
 
 
 def test_with_memory_high_but_nothing_waiting_requests_are_taken(agent: tuple[Agent, Rss], flaky: FlakyStore) -> None:

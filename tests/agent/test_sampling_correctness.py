@@ -25,6 +25,8 @@ from ragmon.sinks.kept_share import kept_share_sql, summarise
 from ragmon._otlp import encode_spans
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
+from tests.support import prometheus
+from tests.support.prometheus import text_of
 
 TRACES = 3000
 BASELINE = 0.01
@@ -121,11 +123,11 @@ def test_errors_and_slow_traces_all_kept_baseline_within_its_interval(tmp_path: 
     summary = summarise(store.query(*kept_share_sql(0, int(time.time()) + 60), max_rows=10_000))
     assert (summary["decided"], summary["kept"]) == (TRACES, len(kept))
     assert summary["kept_by_reason"] == dict(first_reasons) and set(first_reasons) == {"error", "slow", "baseline"}
-    metrics = agent.render_prometheus()
+    metrics = text_of(agent.metrics)
     for reason, n in first_reasons.items():
-        labels = f'{{reason="{reason}",traffic="production"}}'
-        assert f"ragmon_sampler_kept_traces_total{labels} {n}" in metrics
-        assert f"ragmon_sampler_kept_share{labels} {round(n / TRACES, 6)}" in metrics
+        labels = {"reason": reason, "traffic": "production"}
+        assert prometheus.value(metrics, "ragmon_sampler_kept_traces_total", **labels) == n
+        assert prometheus.value(metrics, "ragmon_sampler_kept_share", **labels) == round(n / TRACES, 6)
     for wanted in ("error", "slow"):
         ids = {t for t, k in kinds.items() if k == wanted}
         assert ids and ids <= set(kept), f"{len(ids - set(kept))} {wanted} traces were not kept"

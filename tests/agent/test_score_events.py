@@ -17,6 +17,8 @@ from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
 from tests.agent.judge_traces import kept_traces, post, wait_until
 from tests.otlp_logs_receiver import GrpcLogsReceiver, unused_port
+from tests.support import prometheus
+from tests.support.prometheus import text_of
 
 METRICS = 4  # the online metrics the agent's worker scores per trace
 
@@ -59,7 +61,7 @@ def test_scores_judged_in_the_agent_arrive_as_evaluation_events_matching_the_sto
         post(f"http://127.0.0.1:{agent.receivers[0].port}", bodies)
         got = receiver.wait_for(len(trace_ids) * METRICS, timeout_s=90)
         wait_until(lambda: len(_scores(store)) == len(trace_ids) * METRICS, what="the scores stored")
-        metrics = agent.render_prometheus()
+        metrics = text_of(agent.metrics)
         judge = agent.judging.service.judge if agent.judging.service else None
         roots = {
             r["trace_id"]: r["span_id"]
@@ -89,7 +91,7 @@ def test_scores_judged_in_the_agent_arrive_as_evaluation_events_matching_the_sto
             assert event.attributes["gen_ai.evaluation.score.label"] == expected
     assert _metric(metrics, "ragmon_judge_events_emitted_total") == len(got)
     assert _metric(metrics, "ragmon_judge_events_exported_total") == len(got)
-    assert 'ragmon_judge_events_dropped_total{reason="export_failed"} 0' in metrics
+    assert prometheus.value(metrics, "ragmon_judge_events_dropped_total", reason="export_failed") == 0
 
 
 def test_with_the_receiver_down_every_score_is_stored_and_every_event_counted_as_dropped(
@@ -107,7 +109,7 @@ def test_with_the_receiver_down_every_score_is_stored_and_every_event_counted_as
         wait_until(
             lambda: stats.exported + sum(stats.dropped_by_reason().values()) == stats.emitted, what="events settled"
         )
-        metrics = agent.render_prometheus()
+        metrics = text_of(agent.metrics)
     finally:
         agent.stop()
     assert {row["trace_id"] for row in _scores(store)} == set(trace_ids)

@@ -18,6 +18,9 @@ from ragmon.collectors.errors import (
     ProtobufDecodeError,
 )
 
+from tests.support import prometheus
+from tests.support.prometheus import text_of
+
 
 def test_decompress_gzip_multi_member_deflate_and_caps() -> None:
     assert decompress(gzip.compress(b"ab") + gzip.compress(b"cd"), "gzip", 10) == b"abcd"
@@ -45,15 +48,17 @@ def test_parse_errors_are_typed_decode_errors() -> None:
     assert issubclass(CompressionError, DecodeError) and issubclass(JsonDecodeError, DecodeError)
 
 
-def test_counters_render_prometheus_text() -> None:
+def test_counters_exposition() -> None:
     counters = CollectorCounters()
     counters.add("ragmon_receiver_spans_rejected_total", 2, transport="http", reason='bad"id')
     counters.add_many("ragmon_receiver_spans_rejected_total", {"end_before_start": 1}, "reason", transport="grpc")
     counters.add("ragmon_receiver_bytes_total", 0, transport="http")  # zero adds nothing
-    text = counters.render_prometheus()
-    assert 'ragmon_receiver_spans_rejected_total{reason="bad\\"id",transport="http"} 2' in text
-    assert 'ragmon_receiver_spans_rejected_total{reason="end_before_start",transport="grpc"} 1' in text
+    text = text_of(counters)
+    assert 'ragmon_receiver_spans_rejected_total{reason="bad\\"id",transport="http"} 2.0' in text
+    rejected = "ragmon_receiver_spans_rejected_total"
+    assert prometheus.value(text, rejected, reason="end_before_start", transport="grpc") == 1
     assert "ragmon_receiver_bytes_total{" not in text
+    assert "# TYPE ragmon_receiver_bytes_total counter" in text  # declared, no sample yet
     assert counters.total("ragmon_receiver_spans_rejected_total") == 3
     with pytest.raises(KeyError):
         counters.add("ragmon_typo_total")

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,9 +17,12 @@ from google.rpc import status_pb2
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from ragmon.collectors import Backpressure, CollectorCounters, ConsumerUnavailable, HttpReceiver
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+from ragmon.collectors import Backpressure, CollectorCounters, ConsumerUnavailable, HttpReceiver, metrics_registry
 
 from tests.collectors.collector_fakes import API_KEYS, RecordingConsumer, provider_with, sdk_request
+from tests.support import prometheus
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
@@ -222,19 +226,39 @@ def test_health_metrics_and_unknown_paths(http_receiver: HttpReceiver) -> None:
         missing = client.get(f"{http_receiver.endpoint}/nope")
         wrong_method = client.get(f"{http_receiver.endpoint}/v1/traces")
     assert health.json() == {"status": "ok"}
-    assert 'ragmon_receiver_spans_accepted_total{transport="http"} 4' in metrics.text
+    assert prometheus.value(metrics.text, "ragmon_receiver_spans_accepted_total", transport="http") == 4
     assert "# TYPE ragmon_receiver_requests_total counter" in metrics.text
+    assert metrics.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     assert missing.status_code == 404 and wrong_method.status_code == 405
 
 
-def test_extra_metrics_sources_and_port_in_use(consumer: RecordingConsumer) -> None:
-    class Source:
-        def render_prometheus(self) -> str:
-            return "# TYPE ragmon_sampler_kept_total counter\nragmon_sampler_kept_total 3\n"
+class KeptSource:
+    """A part's collector, as the agent's are: families read from its own count when scraped."""
 
-    with HttpReceiver(consumer, port=0, counters=CollectorCounters(), extra_metrics=[Source()]) as receiver:
+    def __init__(self) -> None:
+        self.kept = 3
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("ragmon_sampler_kept", "Kept traces.", self.kept)
+
+
+def test_extra_metrics_sources_and_port_in_use(consumer: RecordingConsumer) -> None:
+    counters, source = CollectorCounters(), KeptSource()
+    # As the agent does: the receiver's counters are in the registry it is given too, and are exposed once.
+    registry = metrics_registry(counters, source)
+    with HttpReceiver(consumer, port=0, counters=counters, extra_metrics=[registry]) as receiver:
         metrics = httpx.get(f"{receiver.endpoint}/metrics").text
-        assert "ragmon_sampler_kept_total 3" in metrics
+        assert prometheus.value(metrics, "ragmon_sampler_kept_total") == 3
+        assert metrics.count("# TYPE ragmon_receiver_requests_total counter") == 1
+        source.kept = 5  # read at scrape time
+        assert prometheus.value(httpx.get(f"{receiver.endpoint}/metrics").text, "ragmon_sampler_kept_total") == 5
+        openmetrics = httpx.get(
+            f"{receiver.endpoint}/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+        )
+        assert openmetrics.headers["content-type"].startswith("application/openmetrics-text; version=1.0.0")
+        assert openmetrics.text.endswith("# EOF\n")
+        parsed = {f.name: f for f in openmetrics_families(openmetrics.text)}
+        assert parsed["ragmon_sampler_kept"].samples[0].value == 5
         with pytest.raises(OSError):
             HttpReceiver(consumer, port=receiver.port).start()  # fail fast at start-up
 

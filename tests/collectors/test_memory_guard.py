@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from ragmon.collectors.memory_guard import MemoryGuard, read_rss_bytes
 
+from tests.support import prometheus
+from tests.support.prometheus import text_of
+
 MB = 1_000_000
 
 
@@ -58,9 +61,10 @@ def test_without_a_limit_it_reports_memory_and_never_refuses() -> None:
     guard = MemoryGuard(None, read_rss=Readings(10**12))
     guard.sample()
     assert guard.admit("http") is None
-    text = guard.render_prometheus()
-    assert f"ragmon_memory_rss_bytes {10**12}" in text
-    assert "\nragmon_memory_limit_bytes " not in text  # no sample: there is no limit
+    text = text_of(guard)
+    assert prometheus.value(text, "ragmon_memory_rss_bytes") == 10**12
+    assert prometheus.value(text, "ragmon_memory_limit_bytes") is None  # no sample: there is no limit
+    assert prometheus.families(text)["ragmon_memory_limit_bytes"] == "gauge"  # but the family is declared
 
 
 def test_reads_this_process_resident_memory() -> None:
@@ -69,12 +73,12 @@ def test_reads_this_process_resident_memory() -> None:
     guard = MemoryGuard(1000 * MB, high_water_bytes=900 * MB, read_rss=Readings(950 * MB))
     guard.sample()
     guard.admit("grpc")
-    text = guard.render_prometheus()
-    for line in (
-        "ragmon_memory_rss_bytes 950000000",
-        "ragmon_memory_limit_bytes 1000000000",
-        "ragmon_memory_high_water_bytes 900000000",
-        "ragmon_memory_pushing_back 1",
-        'ragmon_memory_pushback_total{transport="grpc"} 1',
-    ):
-        assert line in text.splitlines()
+    samples = prometheus.parse(text_of(guard))
+    assert samples == {
+        ("ragmon_memory_rss_bytes", frozenset()): 950 * MB,
+        ("ragmon_memory_peak_rss_bytes", frozenset()): 950 * MB,
+        ("ragmon_memory_limit_bytes", frozenset()): 1000 * MB,
+        ("ragmon_memory_high_water_bytes", frozenset()): 900 * MB,
+        ("ragmon_memory_pushing_back", frozenset()): 1,
+        ("ragmon_memory_pushback_total", frozenset({("transport", "grpc")})): 1,
+    }

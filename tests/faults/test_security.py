@@ -20,6 +20,7 @@ from ragmon.sinks import Store, open_store
 from ragmon.agent.agent import Agent
 from ragmon.settings import load_settings
 from tests.faults.faults_support import TALLY, good_body
+from tests.support.prometheus import text_of
 
 pytestmark = pytest.mark.faults
 
@@ -272,7 +273,7 @@ def test_secrets_are_never_logged_or_echoed(deployed: Deployed, caplog: pytest.L
             {"Content-Type": "application/x-protobuf", "x-api-key": KEYS["globex"]},
         )[1]
     )
-    answers.append(deployed.agent.render_prometheus())
+    answers.append(text_of(deployed.agent.metrics))
     text = caplog.text + "\n".join(answers) + repr(deployed.agent.settings) + str(deployed.agent.settings)
     for secret in KEYS.values():
         for fragment in (secret, secret[3:], secret[-10:]):

@@ -20,10 +20,12 @@ from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import make_judge
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
 
-from ragmon.agent.score_events import logs_url, open_events, render_prometheus
+from ragmon.agent.score_events import logs_url, metric_families, open_events
 from ragmon.settings import JudgeEventsSettings
 from tests.judges.worker_fakes import DictPayloads, ListSink, sample, trace_id
 from tests.otlp_logs_receiver import GarbageServer, GrpcLogsReceiver, HttpLogsReceiver, unused_port
+from tests.support import prometheus
+from tests.support.prometheus import Listed, text_of
 
 METRICS = ("faithfulness", "answer_relevance")
 FAST = WorkerConfig(metrics=METRICS, concurrency=4, idle_poll_s=0.02, delivery_interval_s=0.02)
@@ -104,7 +106,7 @@ def test_settings_refuse_an_endpoint_that_is_not_a_url() -> None:
     with pytest.raises(ValueError, match="http:// or https://"):
         JudgeEventsSettings(endpoint="collector:4318")
     assert open_events(JudgeEventsSettings()) is None  # off by default
-    assert render_prometheus(None) == ""
+    assert metric_families(None) == []
 
 
 # -- the queue -----------------------------------------------------------------------------------------------
@@ -296,7 +298,8 @@ async def test_a_receiver_down_or_failing_costs_counted_events_never_scores_or_j
     assert set(stats.dropped) <= {"queue_full", "export_failed", "shutdown"}
     if isinstance(server, HttpLogsReceiver | GrpcLogsReceiver):
         assert server.requests >= 1 and server.events == []
-    text = render_prometheus(events)
+    text = text_of(Listed(metric_families(events)))
     for reason in ("queue_full", "export_failed", "shutdown"):
-        assert f'ragmon_judge_events_dropped_total{{reason="{reason}"}} {stats.dropped[reason]}\n' in text
-    assert "ragmon_judge_events_exported_total 0" in text and "ragmon_judge_events_emitted_total 20" in text
+        assert prometheus.value(text, "ragmon_judge_events_dropped_total", reason=reason) == stats.dropped[reason]
+    assert prometheus.value(text, "ragmon_judge_events_exported_total") == 0
+    assert prometheus.value(text, "ragmon_judge_events_emitted_total") == 20

@@ -20,8 +20,9 @@ Concurrency: at most `max_concurrent_rpcs` export RPCs are admitted at once (wai
 RESOURCE_EXHAUSTED + RetryInfo. grpcio's own `maximum_concurrent_rpcs` would answer RESOURCE_EXHAUSTED with no
 details at all, so the bound is kept here instead: the handler pool counts what was submitted to it and not yet
 finished, and the handler lookup — which grpcio runs on its serving thread before queueing the RPC for a worker,
-where its own cap is checked too — refuses past the bound, the refusal running on a separate one-thread pool so
-it never waits behind the RPCs that fill the workers.
+where its own cap is checked too — refuses past the bound. The refusal runs on a separate one-thread pool so it
+never waits behind the RPCs that fill the workers, and without reading the message, so a slow sender cannot hold
+it; what waits for that thread is bounded by how fast refusals arrive, each answered in microseconds.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import concurrent.futures
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final, NoReturn, ParamSpec, TypeVar
 
 import grpc
@@ -111,9 +112,11 @@ class GrpcReceiver:
             request_deserializer=None,  # raw bytes: parsed once by ExportHandler, passed on unchanged
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
-        busy = grpc.unary_unary_rpc_method_handler(
+        # Registered as client-streaming (the wire is the same for a unary client) so that grpcio does not wait for
+        # the message before calling it: the refusal never reads it, and a slow sender cannot hold the refusal thread.
+        busy = grpc.stream_unary_rpc_method_handler(
             _Busy(self, self._refusals),
-            request_deserializer=None,  # the message is not even parsed
+            request_deserializer=None,
             response_serializer=ExportTraceServiceResponse.SerializeToString,
         )
         server.add_generic_rpc_handlers((_Admission(self._pool, self.max_concurrent_rpcs, export, busy),))
@@ -210,7 +213,7 @@ class _Busy:
         self.receiver = receiver
         self.experimental_thread_pool = pool
 
-    def __call__(self, body: bytes, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
+    def __call__(self, messages: Iterator[bytes], context: grpc.ServicerContext) -> ExportTraceServiceResponse:
         receiver = self.receiver
         receiver.counters.add("ragmon_receiver_requests_total", transport="grpc", outcome="overloaded")
         message = f"more than {receiver.max_concurrent_rpcs} export requests in progress"

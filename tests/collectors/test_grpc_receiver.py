@@ -26,6 +26,7 @@ from tests.collectors.collector_fakes import (
 )
 
 AUTH = (("authorization", f"Bearer {API_KEYS['acme']}"),)
+_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 def rag_trace(tracer: Any) -> None:
@@ -182,6 +183,41 @@ def test_over_the_concurrency_cap_the_answer_carries_retry_info() -> None:
     assert consumer.calls == 3
     assert receiver.counters.get("ragmon_receiver_requests_total", transport="grpc", outcome="overloaded") == 1
     assert receiver.counters.get("ragmon_receiver_requests_total", transport="grpc", outcome="ok") == 3
+
+
+def test_a_refusal_does_not_wait_for_the_message() -> None:
+    """A client over the cap that is slow to send (here: never, until told) is refused at once, and does not hold
+    up the refusal of the next one."""
+    consumer = HeldConsumer()
+    receiver = _held_receiver(consumer, worker_threads=1, max_concurrent_rpcs=1)
+    sending = threading.Event()
+
+    def slow_body() -> Iterator[bytes]:
+        sending.wait(30)
+        yield sdk_request(rag_trace).SerializeToString()
+
+    try:
+        with grpc.insecure_channel(receiver.endpoint) as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+            holder = stub.Export.future(sdk_request(rag_trace), metadata=AUTH, timeout=30)
+            assert consumer.inside.acquire(timeout=30)
+            # The same method as a client-streaming call: the message is sent only once `sending` is set.
+            export = channel.stream_unary(_EXPORT, request_serializer=None, response_deserializer=None)
+            slow = export.future(slow_body(), metadata=AUTH, timeout=30)
+            error = slow.exception(timeout=30)
+            assert isinstance(error, grpc.RpcError) and not sending.is_set()
+            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "google.rpc.retryinfo-bin" in dict(error.trailing_metadata())
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Export(sdk_request(rag_trace), metadata=AUTH, timeout=30)
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            consumer.release.set()
+            holder.result(timeout=30)
+    finally:
+        sending.set()
+        consumer.release.set()
+        receiver.stop(timeout_s=2.0)
+    assert consumer.calls == 1
 
 
 def test_the_sdk_exporter_waits_the_retry_info_delay_and_delivers(caplog: pytest.LogCaptureFixture) -> None:

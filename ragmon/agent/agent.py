@@ -44,7 +44,7 @@ from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
-from ragmon.collectors.exposition import metrics_registry
+from ragmon.collectors.exposition import metrics_registry, render_metrics
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
@@ -233,6 +233,7 @@ class Agent:
                 labelled_scores=self._labelled_scores,
                 memory_guard=self.memory_guard,
                 health=self._probe,
+                metrics=lambda accept: render_metrics(self.metrics, accept=accept),  # the receiver's registry
             ).start()
             if self._lock is not None:
                 self._lock.publish({"api": self.api.url})

@@ -207,7 +207,9 @@ class _Admission(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc is untyp
 
 class _Busy:
     """The refusal of an RPC over the concurrency bound. grpcio runs a behaviour on its `experimental_thread_pool`
-    when it has one: the refusals get their own thread so they are answered while every worker is taken."""
+    when it has one (grpcio >= 1.60 at least): the refusals get their own thread so they are answered while every
+    worker is taken. Were grpcio to drop that hook, refusals would queue behind the workers (still with RetryInfo);
+    tests/collectors/test_grpc_receiver.py refuses while the only worker is held, so it would notice."""
 
     def __init__(self, receiver: GrpcReceiver, pool: concurrent.futures.ThreadPoolExecutor) -> None:
         self.receiver = receiver

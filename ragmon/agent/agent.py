@@ -419,6 +419,42 @@ class Agent:
         yield CounterMetricFamily(
             "ragmon_spans_quarantined", "Spans the store rejected, kept aside.", writer["spans_quarantined"]
         )
+        yield CounterMetricFamily(
+            "ragmon_requests_quarantined",
+            "Logged requests the store rejected even alone, moved to quarantine/ with the reason.",
+            writer["requests_quarantined"],
+        )
+        yield CounterMetricFamily(
+            "ragmon_store_isolation_inserts",
+            "Inserts spent finding the request a rejected batch holds (by halves: a few per poison request).",
+            writer["isolation_inserts"],
+        )
+        yield CounterMetricFamily(
+            "ragmon_store_requests_reencoded",
+            "Logged requests read again and re-encoded by the receiver's rules after the store rejected their batch.",
+            writer["requests_reencoded"],
+        )
+        loop_errors = CounterMetricFamily(
+            "ragmon_loop_errors", "Failed tries of the writer's loops, each retried with backoff.", labels=["loop"]
+        )
+        for loop in ("writer", "sampling", "rollup"):
+            loop_errors.add_metric([loop], writer[f"{loop}_errors"])
+        yield loop_errors
+        components = GaugeMetricFamily(
+            "ragmon_component_up",
+            "1 while a long-running loop is ok, 0 while it is failing, stalled or stopped (state label; /health).",
+            labels=["component", "state"],
+        )
+        for name, component in sorted(self.health.snapshot().items()):
+            components.add_metric([name, str(component.state)], 1 if component.state == "ok" else 0)
+        yield components
+        if self.api is not None:
+            api_refused = CounterMetricFamily(
+                "ragmon_api_refused", "API requests refused before any work, by reason.", labels=["reason"]
+            )
+            for reason, n in sorted(self.api.refusals.items()):
+                api_refused.add_metric([reason], n)
+            yield api_refused
         yield GaugeMetricFamily(
             "ragmon_sampler_traces_held", "Traces waiting for a decision.", self.sampler.traces_held
         )

@@ -146,7 +146,8 @@ class ApiServer:
         self.cancel_query = cancel_query
         self.health = health
         self.metrics = metrics
-        self.refusals: Counter[str] = Counter()  # by reason, for /metrics
+        self.refusals: Counter[str] = Counter()  # by reason, for /metrics (ragmon_api_refused_total)
+        self._refusals_lock = threading.Lock()  # counted from the loop thread and the pool
         self._queries = _QueryGate(max_queries_per_tenant)
         self._tags = itertools.count()
         self._tag_prefix = f"{os.getpid()}-{id(self):x}"
@@ -181,7 +182,8 @@ class ApiServer:
         self._server.stop(timeout_s)
 
     def _count(self, reason: str) -> None:
-        self.refusals[reason] += 1
+        with self._refusals_lock:
+            self.refusals[reason] += 1
 
     # --- routing (`http_server.HttpApp`: on the loop thread, before any body byte is read) -------------------
     def route(self, head: RequestHead) -> Reply | Handle:

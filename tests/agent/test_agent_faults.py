@@ -21,7 +21,7 @@ from ragmon.settings import load_settings
 from tests.agent.test_agent_e2e import _encoded_requests
 from tests.faults import scenario_rows
 from tests.support import prometheus
-from tests.support.prometheus import text_of
+from tests.support.prometheus import text_of, value
 
 pytestmark = pytest.mark.faults  # also run by `pytest -m faults`; rows in the fault suite's summary table
 
@@ -175,6 +175,11 @@ def test_health_names_the_loop_a_store_outage_holds_up_and_stays_live(tmp_path: 
         writer = _health(agent, "/health")[1]["components"]["writer"]
         assert "store unavailable (injected)" in writer["error"]
         assert _health(agent, "/health/live")[0] == 200
+        assert agent.api is not None
+        with urllib.request.urlopen(f"{agent.api.url}/metrics", timeout=30) as response:
+            exposition = response.read().decode()
+        assert value(exposition, "ragmon_component_up", component="writer", state="failing") == 0
+        assert value(exposition, "ragmon_component_up", component="sampling", state="ok") == 1
         flaky.down.clear()
         assert _wait_stored(flaky, span_ids) == len(span_ids)
         deadline = time.monotonic() + 60

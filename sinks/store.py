@@ -14,6 +14,11 @@ Insert policy (the same on both backends, sent with every insert):
   cannot find anything here (the sorting key ends in (trace_id, span_id)) and cost 6x the rest of the insert:
   1M spans 9.5 s with it, 1.5 s without (`schema.py` has the figures).
 
+Callers' reads — `query` (a user's SQL, the dashboard's), `report`, `quality`, the label reads — run on the backend's
+read pool under the caller's query budget (`query_budgets`, `read_budget.py`), each cancellable (`reading(tag)`,
+`cancel(tag)`, `cancel_reads()`; `close()` cancels what runs before it closes). The store's own reads (the
+sampler's, the writer's, drift's `read`) keep their own connection and carry no caller's budget.
+
 Errors surface as `StoreError` with `retryable` set; nothing is swallowed.
 """
 
@@ -802,25 +807,27 @@ def open_store(
     cluster: str | None = None,
     engine_memory_bytes: int | None = None,
     read_connections: int | None = None,
+    read_wait_s: float | None = None,
 ) -> Store:
     """Open (and by default migrate) a store.
 
     `target`: a ClickHouse URL (`http(s)://user:pass@host:8123`) for a server, a directory for the embedded engine,
     or ragmon `Settings`/`AgentSettings` (their `clickhouse_url` if set, else `<data_dir>/chdb`).
     `engine_memory_bytes` caps the embedded engine's memory (ignored for a server, whose memory is its own).
-    `read_connections`: how many callers' reads run at once (default 4). Given `Settings`, the store also takes
-    their query budgets, read connections and read wait (`agent.query_budget(s)`, `read_connections`, `read_wait_s`).
+    `read_connections`: how many callers' reads run at once (default 4); `read_wait_s`: how long a read waits for
+    one of them (default 5 s). Given `Settings`, the store takes these and the query budgets from them
+    (`agent.read_connections`, `agent.read_wait_s`, `agent.query_budget`, `agent.query_budgets`).
     """
     agent = getattr(target, "agent", target)
     budgets: QueryBudgets | None = None
-    read_wait_s = 5.0
     if hasattr(agent, "data_dir"):
         target = agent.clickhouse_url or Path(agent.data_dir) / "chdb"
         cluster = cluster or (agent.clickhouse_cluster if agent.clickhouse_url else None)
         budgets = QueryBudgets(agent.query_budget, agent.query_budgets)
         read_connections = read_connections or agent.read_connections
-        read_wait_s = agent.read_wait_s
+        read_wait_s = read_wait_s or agent.read_wait_s
     connections = read_connections or 4
+    read_wait_s = read_wait_s or 5.0
     backend: Backend
     if isinstance(target, str) and target.startswith(("http://", "https://", "clickhouse://", "clickhouses://")):
         from ragmon.sinks.server_backend import ClickHouseServerBackend

@@ -264,10 +264,9 @@ def test_close_does_not_wait_behind_a_running_read(
 
 
 def test_reads_wait_a_bounded_time_for_a_busy_pool(engine_dir: Path, database: str) -> None:
-    store = open_store(str(engine_dir), database=database, read_connections=1)
+    store = open_store(str(engine_dir), database=database, read_connections=1, read_wait_s=0.5)
     try:
         store.query_budgets = QueryBudgets(LONG)
-        store.backend.read_wait_s = 0.5  # type: ignore[attr-defined]
         long_read = start_endless(store, "holds-the-only-connection", tenant=None)
         with pytest.raises(ReadersBusy) as info:
             store.query("SELECT 1")
@@ -311,7 +310,8 @@ def test_what_a_tenant_may_read(store: Store) -> None:
     db = store.topology.database
     insert_spans(store, make_batch(2, seed=44))
     assert store.query(f"SELECT count() AS n FROM {db}.spans AS s", tenant="acme") == [{"n": 10}]
-    assert store.query("SELECT count() AS n FROM spans WHERE trace_id IN (SELECT trace_id FROM spans)", tenant="acme")
+    within = "SELECT count() AS n FROM spans AS s WHERE s.trace_id IN (SELECT trace_id FROM spans)"
+    assert store.query(within, tenant="acme") == [{"n": 10}]
     assert {"spans", "scores"} <= {row["name"] for row in store.query("SHOW TABLES", tenant="acme")}
     assert "trace_id" in {row["name"] for row in store.query(f"DESCRIBE {db}.spans", tenant="acme")}
     assert store.query("SELECT count() AS n FROM numbers(10)", tenant="acme") == [{"n": 10}]

@@ -45,9 +45,6 @@ class Backend(Protocol):
         is killed in the engine (it then raises StoreError code 394). True when such a read was known. Idempotent;
         a kill sent before the engine lists the query misses it, so callers repeat it until the read has ended."""
 
-    def reading(self, tag: str) -> bool:
-        """Whether the read marked `tag` is still inside `read` (waiting or running)."""
-
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         """Insert `data` into `table` (qualified, quoted) in one request; returns the rows sent."""
 
@@ -172,10 +169,6 @@ class ReadPool(Generic[C]):
                 self._cond.notify_all()
             return known, tag in self._holding
 
-    def reading(self, tag: str) -> bool:
-        with self._cond:
-            return tag in self._waiting or tag in self._holding
-
     def close(self, kill: Callable[[str], None], timeout_s: float) -> bool:
         """Refuse new reads, fail waiting ones, kill running ones (again every 0.1 s: a kill can come before the
         engine lists its query) until all slots are free or `timeout_s` has passed. True when they all are."""
@@ -195,7 +188,3 @@ class ReadPool(Generic[C]):
             with self._cond:
                 if self._holding:
                     self._cond.wait(0.1)
-
-    def check_open(self) -> None:
-        if self._closed:
-            raise StoreError("store is closed", retryable=False)

@@ -111,7 +111,6 @@ class ChdbBackend:
             self._writer_list = [state.connect(f"{path}?{session}") for _ in range(WRITERS)]
             self._statements = state.connect(f"{path}?{session}")
             self._reader = state.connect(f"{path}?{session}&readonly=2")
-            self._killer = state.connect(f"{path}?{session}&readonly=2")  # KILL QUERY of the user's own reads
         except Exception as exc:  # e.g. another path already open in this process
             raise StoreError(f"cannot open chDB at {path}: {exc}", retryable=False) from exc
         self.path = path
@@ -134,6 +133,7 @@ class ChdbBackend:
         self._read_pool: ReadPool[Any] = ReadPool(read_connections, self._open_reader)
         self.read_wait_s = read_wait_s
         self._kill_lock = threading.Lock()
+        self._killer: Any = None  # the connection KILL QUERY runs on, opened with the first kill
         self._closed = False
 
     def _check_open(self) -> None:
@@ -203,15 +203,16 @@ class ChdbBackend:
             self._kill(tag)
         return known
 
-    def reading(self, tag: str) -> bool:
-        return self._read_pool.reading(tag)
-
     def _kill(self, tag: str) -> None:
         if not READ_TAG.match(tag):
             raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
         # one kill at a time: two at once would each list the other (both texts hold `ragmon-q:`)
         with self._kill_lock:
             try:
+                if self._killer is None:
+                    from chdb import state
+
+                    self._killer = state.connect(self._read_session)
                 self._killer.query(
                     f"KILL QUERY WHERE query LIKE '%/* ragmon-q:{tag} */%' AND query_id != queryID() SYNC", "Null"
                 )
@@ -284,7 +285,8 @@ class ChdbBackend:
         if drained:
             for conn in self._read_pool.opened:
                 conn.close()
-        self._killer.close()
+        if self._killer is not None:
+            self._killer.close()
         self._reader.close()
         self._statements.close()
         for writer in self._writer_list:

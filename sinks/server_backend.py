@@ -100,9 +100,6 @@ class ClickHouseServerBackend:
             self._kill(tag)
         return known
 
-    def reading(self, tag: str) -> bool:
-        return self._read_pool.reading(tag)
-
     def _kill(self, tag: str) -> None:
         if not READ_TAG.match(tag):
             raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")

@@ -78,6 +78,38 @@ class RedactionSettings(_Section):
     patterns: dict[str, str] = Field(default_factory=dict)
 
 
+class QueryBudget(_Section):
+    """Limits the engine enforces on each read the agent runs for a caller — the query API, the dashboard, the
+    report, quality and label reads (`ragmon.sinks.read_budget`). A read past one stops with an error naming it
+    (`QueryBudgetExceeded`); the caller cannot lift it (the query guard refuses a SETTINGS clause).
+
+    The defaults are sized for a monitoring agent on a small machine (2 cores, a 2 GiB memory limit), where the
+    dashboard and other tenants must keep answering while one read runs:
+    """
+
+    # The dashboard's heaviest view (a year of the hourly rollup) and a day's report take well under a second; 30 s
+    # leaves an ad-hoc query over days of raw spans room, and still answers before an HTTP client (or the server
+    # backend's 60 s receive timeout) gives up. `timeout_overflow_mode` is 'throw': a cut result would look whole.
+    max_execution_time_s: float = Field(default=30.0, gt=0)
+    # 1e9 rows is ~10 days of raw spans at 1,000 spans/s — more than 30 s of scanning on 2 cores, so in practice
+    # the time limit decides; this one stops a query the engine knows is too large (`numbers(1e12)`) before it runs.
+    max_rows_to_read: int = Field(default=1_000_000_000, ge=1)
+    # Uncompressed bytes read: the same bound for wide rows (payload text, attributes) that rows alone miss.
+    max_bytes_to_read: int = Field(default=10 * 1024**3, ge=1)
+    # One read's engine memory (`max_memory_usage`). The embedded engine's total is capped separately (the memory
+    # budget's engine share, `max_server_memory_usage`); a quarter of the default 2 GiB lets the read pool's reads
+    # and the writer's inserts run side by side. A GROUP BY over 1M keys fits well inside it.
+    max_memory_bytes: int = Field(default=512 * 1024**2, ge=1024**2)
+    # The result is turned into Python rows (~1-2 KB each): 100k rows is ~150 MB of the agent's own memory.
+    max_result_rows: int = Field(default=100_000, ge=1)
+    max_result_bytes: int = Field(default=64 * 1024**2, ge=1024)
+
+    @field_validator("max_bytes_to_read", "max_memory_bytes", "max_result_bytes", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> Any:
+        return parse_size(value) if isinstance(value, str) else value
+
+
 class AgentSettings(_Section):
     """The agent process (`ragmon serve`)."""
 
@@ -122,6 +154,25 @@ class AgentSettings(_Section):
     sampling: dict[str, Any] = Field(default_factory=dict)
     alerts: dict[str, Any] = Field(default_factory=dict)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    # What each read for a caller may cost (see QueryBudget), and per tenant what differs from it: a tenant's entry
+    # names only the fields it changes (`{"acme": {"max_execution_time_s": 120}}`), the rest come from `query_budget`.
+    query_budget: QueryBudget = Field(default_factory=QueryBudget)
+    query_budgets: dict[str, QueryBudget] = Field(default_factory=dict)
+    # Callers' reads run on this many read-only connections at once (the sampler has its own), so one slow read
+    # never stalls another tenant's or the dashboard's; a read that finds them all busy waits up to `read_wait_s`,
+    # then fails as retryable (503). Four: each read is parallel inside the engine too, on 2 cores.
+    read_connections: int = Field(default=4, ge=1, le=64)
+    read_wait_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _tenant_budgets(self) -> AgentSettings:
+        """Each tenant's budget is the default with the fields its entry sets."""
+        base = self.query_budget.model_dump()
+        self.query_budgets = {
+            tenant: QueryBudget.model_validate({**base, **budget.model_dump(include=budget.model_fields_set)})
+            for tenant, budget in self.query_budgets.items()
+        }
+        return self
 
     @model_validator(mode="after")
     def _distinct_keys(self) -> AgentSettings:

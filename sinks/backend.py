@@ -7,13 +7,22 @@ server (`server_backend.py`) run the same SQL text, so the schema and queries ar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
+from ragmon.sinks.errors import ReadersBusy, StoreError
 
 Params = Mapping[str, Any]
 Settings = Mapping[str, str | int | float]
+C = TypeVar("C")
+
+QUERY_WAS_CANCELLED = 394  # the engine's code for a cancelled query; a read cancelled before it ran says the same
+READ_TAG = re.compile(r"^[0-9a-f]{32}$")  # a read's tag (uuid4().hex): safe inside SQL comments and literals
 
 
 class Backend(Protocol):
@@ -26,6 +35,15 @@ class Backend(Protocol):
         self, sql: str, params: Params | None = None, settings: Settings | None = None, *, readonly: bool = False
     ) -> pa.Table:
         """Run a SELECT and return its result. `readonly` runs it where writes are refused by the engine."""
+
+    def read(self, sql: str, params: Params | None = None, settings: Settings | None = None, *, tag: str) -> pa.Table:
+        """A caller's read: read-only, on one of a bounded set of connections (`ReadersBusy` when none frees up
+        within `read_wait_s`), marked with `tag` (32 hex digits) so that `cancel(tag)` stops it in the engine."""
+
+    def cancel(self, tag: str) -> bool:
+        """Stop the read marked `tag`: a read still waiting for a connection fails without running, a running one
+        is killed in the engine (it then raises StoreError code 394). True when such a read was known. Idempotent;
+        a kill sent before the engine lists the query misses it, so callers repeat it until the read has ended."""
 
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         """Insert `data` into `table` (qualified, quoted) in one request; returns the rows sent."""
@@ -82,3 +100,91 @@ def _array_member(value: Any) -> str:
     if isinstance(value, str):
         return quote_string(value)
     return escape_param(value)
+
+
+class ReadPool(Generic[C]):
+    """Bounded read slots (connections, or plain tokens for an HTTP client) and the reads holding or awaiting them.
+
+    Both backends run callers' reads through one: at most `size` at a time, a read waits for a slot at most
+    `wait_s` (then `ReadersBusy`), and a read can be cancelled while it waits (it fails at once) or while it runs
+    (`cancel` says so, and the backend kills it in the engine). Slots are opened by `open_item` when first needed:
+    a process that serves no caller (the CLI, a judge worker) opens none."""
+
+    def __init__(self, size: int, open_item: Callable[[], C]) -> None:
+        self.size = size
+        self._open_item = open_item
+        self.opened: list[C] = []
+        self._free: list[C] = []
+        self._cond = threading.Condition()
+        self._waiting: set[str] = set()
+        self._holding: dict[str, C] = {}
+        self._cancelled: set[str] = set()
+        self._closed = False
+
+    @contextmanager
+    def slot(self, tag: str, wait_s: float) -> Iterator[C]:
+        deadline_s = time.monotonic() + wait_s
+        with self._cond:
+            if tag in self._waiting or tag in self._holding:
+                raise StoreError(f"a read tagged {tag} is already running", retryable=False)
+            self._waiting.add(tag)
+            try:
+                if not self._free and len(self.opened) < self.size:
+                    self._free.append(self._open_item())
+                    self.opened.append(self._free[-1])
+                while not self._free and tag not in self._cancelled and not self._closed:
+                    left_s = deadline_s - time.monotonic()
+                    if left_s <= 0:
+                        raise ReadersBusy(
+                            f"all {self.size} read connections stayed busy for {wait_s:g} s: try again shortly"
+                        )
+                    self._cond.wait(left_s)
+                if tag in self._cancelled or self._closed:
+                    raise StoreError(
+                        "Code: 394. the read was cancelled before it ran (QUERY_WAS_CANCELLED)",
+                        retryable=False,
+                        code=QUERY_WAS_CANCELLED,
+                    )
+                item = self._free.pop()
+                self._holding[tag] = item
+            finally:
+                self._waiting.discard(tag)
+                if tag not in self._holding:
+                    self._cancelled.discard(tag)
+        try:
+            yield item
+        finally:
+            with self._cond:
+                del self._holding[tag]
+                self._cancelled.discard(tag)
+                self._free.append(item)
+                self._cond.notify_all()
+
+    def cancel(self, tag: str) -> tuple[bool, bool]:
+        """Mark `tag` cancelled: (whether it was known, whether it holds a slot — then it needs killing)."""
+        with self._cond:
+            known = tag in self._waiting or tag in self._holding
+            if known:
+                self._cancelled.add(tag)
+                self._cond.notify_all()
+            return known, tag in self._holding
+
+    def close(self, kill: Callable[[str], None], timeout_s: float) -> bool:
+        """Refuse new reads, fail waiting ones, kill running ones (again every 0.1 s: a kill can come before the
+        engine lists its query) until all slots are free or `timeout_s` has passed. True when they all are."""
+        deadline_s = time.monotonic() + timeout_s
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        while True:
+            with self._cond:
+                holding = list(self._holding)
+                if not holding:
+                    return True
+            if time.monotonic() >= deadline_s:
+                return False
+            for tag in holding:
+                kill(tag)
+            with self._cond:
+                if self._holding:
+                    self._cond.wait(0.1)

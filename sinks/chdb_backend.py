@@ -22,10 +22,18 @@ views it fed failed — MEMORY_LIMIT_EXCEEDED under the memory cap left whole ba
 batches in 30). A statement run by `query` raises its views' errors, so the writer retries the batch with its
 deduplication token and what the failed attempt had stored is not stored twice. The file costs a write of the
 batch to the page cache; tests/sinks/test_chdb_insert_errors.py holds the case.
+
+Callers' reads (`read`: the query API, the dashboard, reports) run on a pool of `read_connections` more read-only
+connections, so one slow read never stalls another (the sampler's reads keep the reader above, behind no caller).
+chDB has no `query_id` setting, so a read is marked by a comment in front of its text, `/* ragmon-q:<tag> */`,
+which the engine keeps in `system.processes.query`; `cancel(tag)` runs `KILL QUERY WHERE query LIKE … SYNC` on a
+connection of its own (measured: the read raises QUERY_WAS_CANCELLED ~0.1 s later). The kill must not match
+itself (its own text holds the tag too): `query_id != queryID()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import queue
@@ -35,15 +43,41 @@ from typing import Any
 
 import pyarrow as pa
 from ragmon.sinks.arrow import to_ipc_stream
-from ragmon.sinks.backend import Params, Settings, escape_param, quote_string, settings_clause
+from ragmon.sinks.backend import (
+    READ_TAG,
+    Params,
+    ReadPool,
+    Settings,
+    escape_param,
+    quote_string,
+    settings_clause,
+)
 from ragmon.sinks.errors import StoreError, classify
 
 _SESSION = "log_queries=0&async_insert=0"
 WRITERS = 2  # connections for inserts: how many run at the same time
+READ_CONNECTIONS = 4  # callers' reads at the same time (AgentSettings.read_connections)
+CLOSE_WAIT_S = 5.0  # how long `close` waits for cancelled reads to leave their connections
 
 
 def _params(params: Params | None) -> dict[str, str]:
     return {name: escape_param(value) for name, value in (params or {}).items()}
+
+
+def _clear(conn: Any) -> None:
+    """Leave `conn` fit for its next query after one failed on it.
+
+    chDB 4.4 (engine 26.9): after a query fails while it runs (a limit, throwIf, a kill; not a parse error), the
+    next query on the same connection fails too — "Invalid flatbuffers message" or "Message metadata too long" —
+    reading what the failed one left behind (measured for MEMORY_LIMIT_EXCEEDED, TOO_MANY_ROWS, TIMEOUT_EXCEEDED,
+    TOO_MANY_ROWS_OR_BYTES, QUERY_WAS_CANCELLED); the one after that is fine. So a tiny query takes the hit: on
+    a pooled read connection the hit would otherwise land on the next caller, another tenant perhaps."""
+    for _ in range(3):
+        try:
+            conn.query("SELECT 1", "ArrowTable")
+            return
+        except Exception:
+            continue
 
 
 def _unreadable_result(exc: Exception) -> bool:
@@ -55,7 +89,14 @@ def _unreadable_result(exc: Exception) -> bool:
 class ChdbBackend:
     kind = "chdb"
 
-    def __init__(self, data_dir: str | Path, *, max_server_memory_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        max_server_memory_bytes: int | None = None,
+        read_connections: int = READ_CONNECTIONS,
+        read_wait_s: float = 5.0,
+    ) -> None:
         from chdb import state  # heavy (~260 MB RSS): imported only when the embedded store is opened
 
         path = Path(data_dir).resolve()
@@ -87,6 +128,12 @@ class ChdbBackend:
             self._writers.put(writer)
         self._statement_lock = threading.Lock()
         self._read_lock = threading.Lock()
+        self._read_session = f"{path}?{session}&readonly=2"
+        self._database: str | None = None
+        self._read_pool: ReadPool[Any] = ReadPool(read_connections, self._open_reader)
+        self.read_wait_s = read_wait_s
+        self._kill_lock = threading.Lock()
+        self._killer: Any = None  # the connection KILL QUERY runs on, opened with the first kill
         self._closed = False
 
     def _check_open(self) -> None:
@@ -99,6 +146,7 @@ class ChdbBackend:
             try:
                 self._statements.query(sql + settings_clause(settings), "Null", params=_params(params))
             except Exception as exc:
+                _clear(self._statements)
                 raise classify(str(exc)) from exc
 
     def select(
@@ -110,6 +158,7 @@ class ChdbBackend:
             try:
                 table = conn.query(sql + settings_clause(settings), "ArrowTable", params=_params(params))
             except Exception as exc:
+                _clear(conn)
                 if _unreadable_result(exc):
                     # No result, or not a whole one: the query failed inside the engine without saying so (seen
                     # under the memory cap, MEMORY_LIMIT_EXCEEDED in system.errors). Worth retrying.
@@ -118,6 +167,57 @@ class ChdbBackend:
                     ) from exc
                 raise classify(str(exc)) from exc
         return table
+
+    def read(self, sql: str, params: Params | None = None, settings: Settings | None = None, *, tag: str) -> pa.Table:
+        self._check_open()
+        if not READ_TAG.match(tag):
+            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
+        text = f"/* ragmon-q:{tag} */ {sql}{settings_clause(settings)}"
+        with self._read_pool.slot(tag, self.read_wait_s) as conn:
+            try:
+                return conn.query(text, "ArrowTable", params=_params(params))
+            except Exception as exc:
+                _clear(conn)
+                if _unreadable_result(exc):
+                    raise StoreError(
+                        f"the engine returned no readable result, an error it did not report ({exc})", retryable=True
+                    ) from exc
+                raise classify(str(exc)) from exc
+
+    def _open_reader(self) -> Any:
+        """A read-only connection for the read pool, in the store's database (`use_database`)."""
+        from chdb import state
+
+        conn = state.connect(self._read_session)
+        if self._database is not None:
+            self._use(conn, self._use_statement(self._database))
+        return conn
+
+    @staticmethod
+    def _use_statement(database: str) -> str:
+        return "USE `" + database.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+    def cancel(self, tag: str) -> bool:
+        known, running = self._read_pool.cancel(tag)
+        if running:
+            self._kill(tag)
+        return known
+
+    def _kill(self, tag: str) -> None:
+        if not READ_TAG.match(tag):
+            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
+        # one kill at a time: two at once would each list the other (both texts hold `ragmon-q:`)
+        with self._kill_lock:
+            try:
+                if self._killer is None:
+                    from chdb import state
+
+                    self._killer = state.connect(self._read_session)
+                self._killer.query(
+                    f"KILL QUERY WHERE query LIKE '%/* ragmon-q:{tag} */%' AND query_id != queryID() SYNC", "Null"
+                )
+            except Exception as exc:
+                raise classify(str(exc)) from exc
 
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         columns = ", ".join(f"`{name}`" for name in data.column_names)
@@ -144,7 +244,8 @@ class ChdbBackend:
 
     def use_database(self, database: str) -> None:
         self._check_open()
-        statement = "USE `" + database.replace("\\", "\\\\").replace("`", "\\`") + "`"
+        statement = self._use_statement(database)
+        self._database = database  # for read connections opened from now on
         writers = [self._writers.get() for _ in self._writer_list]  # waits for running inserts
         try:
             for writer in writers:
@@ -155,6 +256,17 @@ class ChdbBackend:
         for conn, lock in ((self._statements, self._statement_lock), (self._reader, self._read_lock)):
             with lock:
                 self._use(conn, statement)
+        # the read pool's open connections: taken all at once, as the writers are (waits for running reads)
+        with contextlib.ExitStack() as stack:
+            opened = len(self._read_pool.opened)
+            held = [stack.enter_context(self._read_pool.slot(os.urandom(16).hex(), 60.0)) for _ in range(opened)]
+            for conn in held:
+                self._use(conn, statement)
+
+    def _kill_quietly(self, tag: str) -> None:
+        # closing: the read ends on its own deadline; close() does not wait for it past CLOSE_WAIT_S
+        with contextlib.suppress(StoreError):
+            self._kill(tag)
 
     @staticmethod
     def _use(conn: Any, statement: str) -> None:
@@ -164,9 +276,17 @@ class ChdbBackend:
             raise classify(str(exc)) from exc
 
     def close(self) -> None:
+        """Close every connection, after cancelling the callers' running reads (a connection closed under a running
+        query is not safe to close); one whose read outlived `CLOSE_WAIT_S` is left to the process's exit."""
         if self._closed:
             return
         self._closed = True
+        drained = self._read_pool.close(self._kill_quietly, CLOSE_WAIT_S)
+        if drained:
+            for conn in self._read_pool.opened:
+                conn.close()
+        if self._killer is not None:
+            self._killer.close()
         self._reader.close()
         self._statements.close()
         for writer in self._writer_list:

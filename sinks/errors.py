@@ -6,7 +6,14 @@
      ├── retryable=True        engine busy, timeouts, too many parts, network down: retry with backoff
      └── retryable=False       bad SQL, unknown table, type mismatch, read-only violation: fix, don't retry
     QueryRejected(StoreError)  a read-only query refused by the guard before it reached the engine
+     └── QueryBudgetExceeded   a caller's read stopped by the engine at a limit of its query budget (`limit`)
+    QueryCancelled(StoreError) a caller's read cancelled in the engine (`Store.cancel`, or the store closing)
+    ReadersBusy(StoreError)    every read connection stayed busy for the read's whole wait (retryable)
     PartlyStored(StoreError)   a batch sent as several INSERTs stored some of them (`unstored`: what was not)
+
+What an HTTP front end answers for each: QueryRejected and QueryBudgetExceeded 400 (the query must change — a
+narrower window, fewer rows; not retryable), QueryCancelled 503 when the store is closing (`retryable`) and
+nothing when the caller went away (499 in a log), ReadersBusy 503 with `Retry-After` (retryable).
 
 Backends map their driver's errors here (`raise StoreError(...) from exc`); nothing is swallowed.
 """
@@ -52,6 +59,32 @@ class QueryRejected(StoreError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+class QueryBudgetExceeded(QueryRejected):
+    """The engine stopped a caller's read at a limit of its budget (`ragmon.settings.QueryBudget`).
+
+    A QueryRejected, not a retryable StoreError: the same query would meet the same limit again, whereas the
+    writer's MEMORY_LIMIT_EXCEEDED (the engine's total, shared by every query) is worth retrying. `limit` is the
+    budget field (`max_execution_time_s`, ...), `setting` the settings path that sets it for this caller."""
+
+    def __init__(self, message: str, *, limit: str, setting: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.setting = setting
+        self.code = code
+
+
+class QueryCancelled(StoreError):
+    """A caller's read was cancelled in the engine: by `Store.cancel(tag)` (the caller went away: not retryable)
+    or because the store is closing (retryable elsewhere or later)."""
+
+
+class ReadersBusy(StoreError):
+    """Every read connection stayed busy for the whole of the read's wait: retry shortly (503 + Retry-After)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
 
 
 class PartlyStored(StoreError):

@@ -4,15 +4,24 @@ Same SQL as the embedded backend. Parameters go as `param_*` (server-side bindin
 (`query_arrow`) and inserts go as Arrow (`insert_arrow`), so both backends hand the store identical types.
 Sessions are off (`autogenerate_session_id=False`): the store is used from several threads and a server rejects
 concurrent queries in one session.
+
+Callers' reads (`read`) go through a bounded `ReadPool` of `read_connections` slots (the client's HTTP pool holds
+8 connections, so reads never take the last ones from the writer). Each carries its tag as its `query_id`, which
+`cancel` kills with `KILL QUERY WHERE query_id = …`, and `cancel_http_readonly_queries_on_client_close`, so a
+read whose client hung up is cancelled by the server too.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pyarrow as pa
-from ragmon.sinks.backend import Params, Settings
+from ragmon.sinks.backend import READ_TAG, Params, ReadPool, Settings
 from ragmon.sinks.errors import StoreError, classify
+
+READ_CONNECTIONS = 4
+CLOSE_WAIT_S = 5.0
 
 
 def _map_error(exc: Exception) -> StoreError:
@@ -30,7 +39,9 @@ def _map_error(exc: Exception) -> StoreError:
 class ClickHouseServerBackend:
     kind = "clickhouse"
 
-    def __init__(self, url: str, **client_kwargs: Any) -> None:
+    def __init__(
+        self, url: str, *, read_connections: int = READ_CONNECTIONS, read_wait_s: float = 5.0, **client_kwargs: Any
+    ) -> None:
         import clickhouse_connect
 
         client_kwargs.setdefault("autogenerate_session_id", False)
@@ -40,6 +51,8 @@ class ClickHouseServerBackend:
             self._client = clickhouse_connect.get_client(dsn=url, **client_kwargs)
         except Exception as exc:
             raise _map_error(exc) from exc
+        self._read_pool: ReadPool[int] = ReadPool(read_connections, lambda: 0)  # slots only: the client's pool
+        self.read_wait_s = read_wait_s
         self._closed = False
 
     def _check_open(self) -> None:
@@ -65,6 +78,41 @@ class ClickHouseServerBackend:
         except Exception as exc:
             raise _map_error(exc) from exc
 
+    def read(self, sql: str, params: Params | None = None, settings: Settings | None = None, *, tag: str) -> pa.Table:
+        self._check_open()
+        if not READ_TAG.match(tag):
+            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
+        merged: dict[str, Any] = {
+            **(settings or {}),
+            "readonly": 2,
+            "query_id": tag,
+            "cancel_http_readonly_queries_on_client_close": 1,
+        }
+        with self._read_pool.slot(tag, self.read_wait_s):
+            try:
+                return self._client.query_arrow(sql, parameters=dict(params or {}), settings=merged, use_strings=True)
+            except Exception as exc:
+                raise _map_error(exc) from exc
+
+    def cancel(self, tag: str) -> bool:
+        known, running = self._read_pool.cancel(tag)
+        if running:
+            self._kill(tag)
+        return known
+
+    def _kill(self, tag: str) -> None:
+        if not READ_TAG.match(tag):
+            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
+        try:
+            self._client.command(f"KILL QUERY WHERE query_id = '{tag}' SYNC")
+        except Exception as exc:
+            raise _map_error(exc) from exc
+
+    def _kill_quietly(self, tag: str) -> None:
+        # closing: the server ends the read at its deadline, or when the client's connection closes
+        with contextlib.suppress(StoreError):
+            self._kill(tag)
+
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         self._check_open()
         try:
@@ -87,4 +135,5 @@ class ClickHouseServerBackend:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._read_pool.close(self._kill_quietly, CLOSE_WAIT_S)
             self._client.close()

@@ -14,16 +14,26 @@ Insert policy (the same on both backends, sent with every insert):
   cannot find anything here (the sorting key ends in (trace_id, span_id)) and cost 6x the rest of the insert:
   1M spans 9.5 s with it, 1.5 s without (`schema.py` has the figures).
 
+Callers' reads — `query` (a user's SQL, the dashboard's), `report`, `quality`, the label reads — run on the backend's
+read pool under the caller's query budget (`query_budgets`, `read_budget.py`), each cancellable (`reading(tag)`,
+`cancel(tag)`, `cancel_reads()`; `close()` cancels what runs before it closes). The store's own reads (the
+sampler's, the writer's, drift's `read`) keep their own connection and carry no caller's budget.
+
 Errors surface as `StoreError` with `retryable` set; nothing is swallowed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,7 +45,14 @@ from ragmon.sinks.alerts_sql import alert_rows_sql
 from ragmon.sinks.arrow import to_rows, to_table
 from ragmon.sinks.backend import Backend, Settings
 from ragmon.sinks.envelope import frame
-from ragmon.sinks.errors import PartlyStored, StoreError
+from ragmon.sinks.errors import (
+    PartlyStored,
+    QueryBudgetExceeded,
+    QueryCancelled,
+    QueryRejected,
+    ReadersBusy,
+    StoreError,
+)
 from ragmon.sinks.labels_sql import (
     kept_trace_sql,
     labelled_scores_sql,
@@ -45,6 +62,14 @@ from ragmon.sinks.labels_sql import (
 )
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql, tenant_filter_settings
+from ragmon.sinks.read_budget import (
+    QUERY_WAS_CANCELLED,
+    QueryBudgets,
+    budget_limit,
+    budget_settings,
+    exceeded,
+    scrubbed,
+)
 from ragmon.sinks.rollup_sql import rollup_sql
 from ragmon.sinks.sampler_sql import (
     copy_payloads_sql,
@@ -177,6 +202,12 @@ class Store:
         self.insert_streams = 2  # concurrent INSERTs per large OTLP batch (`insert_otlp`)
         self.min_insert_part_bytes = MIN_INSERT_PART_BYTES
         self._insert_pool: ThreadPoolExecutor | None = None
+        # Callers' reads (`_caller_read`): their budgets, and what runs now — read tag → its `reading` scope.
+        self.query_budgets = QueryBudgets()
+        self._reads_changed = threading.Condition()
+        self._running: dict[str, _ReadScope | None] = {}
+        self._scopes: dict[str, list[_ReadScope]] = {}
+        self._closing = False
 
     # --- schema -----------------------------------------------------------------------------------------
 
@@ -262,7 +293,7 @@ class Store:
 
     def is_kept_trace(self, tenant: str, trace_id: str) -> bool:
         """Whether `tenant` has a kept trace `trace_id` (its payload): what may be labelled."""
-        rows = self._select(kept_trace_sql(self._ddl), {"tenant": tenant, "trace_id": trace_id}, readonly=True)
+        rows = self._caller_rows(kept_trace_sql(self._ddl), {"tenant": tenant, "trace_id": trace_id}, tenant=tenant)
         return bool(rows and rows[0]["kept"])
 
     def review_queue(
@@ -276,19 +307,17 @@ class Store:
             "bins": int(bins),
             "reviewer": reviewer,
         }
-        return self._select(review_queue_sql(self._ddl), params, settings=self._tenant_settings(tenant), readonly=True)
+        return self._caller_rows(review_queue_sql(self._ddl), params, tenant=tenant, tenant_filter=True)
 
     def reviewer_label_count(self, metric: str, reviewer: str, *, tenant: str | None) -> int:
         """Traces `reviewer` has labelled for `metric`."""
         params = {"metric": metric, "reviewer": reviewer}
         sql = reviewer_label_count_sql(self._ddl)
-        return int(self._select(sql, params, settings=self._tenant_settings(tenant), readonly=True)[0]["n"])
+        return int(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)[0]["n"])
 
     def trace_labels(self, trace_id: str, *, tenant: str | None) -> list[dict[str, Any]]:
         """A trace's current labels, every metric and reviewer."""
-        return self._select(
-            trace_labels_sql(self._ddl), {"trace_id": trace_id}, settings=self._tenant_settings(tenant), readonly=True
-        )
+        return self._caller_rows(trace_labels_sql(self._ddl), {"trace_id": trace_id}, tenant=tenant, tenant_filter=True)
 
     def labelled_scores(
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
@@ -299,7 +328,7 @@ class Store:
         if judge_version is not None:
             params["judge_version"] = judge_version
         sql = labelled_scores_sql(self._ddl, one_version=judge_version is not None)
-        rows = self._select(sql, params, settings=self._tenant_settings(tenant), readonly=True)
+        rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         for row in rows:
             row["label"] = bool(row["label"])
         return rows
@@ -535,7 +564,8 @@ class Store:
         (whole hours from `spans_1h`, the edges from `spans_1m`)."""
         end_s = int(time.time() if now_s is None else now_s)
         sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant, traffic)
-        return assemble_report(self._select(sql, params))
+        # the tenant is a condition of the report's own SQL (`report_sql`): the rollups are read through no filter
+        return assemble_report(self._caller_rows(sql, params, tenant=tenant))
 
     def quality(
         self,
@@ -549,11 +579,10 @@ class Store:
         """Judged quality per (feature, day, metric, judge version) over the last `since_s` seconds: over the kept
         traces and weighted back to all traffic, with 95 % intervals (`ragmon.sinks.quality`)."""
         end_s = int(time.time() if now_s is None else now_s)
-        settings = tenant_filter_settings(self.topology, tenant) if tenant is not None else None
         sql, params = quality_sql(
             end_s - int(since_s), end_s, feature, self._ddl.table("scores"), traffic, self._ddl.table("payloads")
         )
-        return assemble_quality(self._select(sql, params, settings=settings, readonly=True))
+        return assemble_quality(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True))
 
     def query(
         self,
@@ -563,38 +592,210 @@ class Store:
         tenant: str | None = None,
         max_rows: int = 10_000,
         cut_at_max_rows: bool = False,
+        query_tag: str | None = None,
     ) -> list[dict[str, Any]]:
         """Run a user's read-only SELECT (`ragmon query`; `DESCRIBE t` and `SHOW TABLES` read as their SELECTs
         over `system`). Raises QueryRejected for anything else.
 
-        Past `max_rows` result rows the engine stops: an error by default, or with `cut_at_max_rows` the first
-        `max_rows + 1` rows, the extra one telling the caller there were more.
-        With `tenant`, the engine filters every tenant-bearing table to that tenant (`additional_table_filters`).
+        Past `max_rows` result rows (or the budget's `max_result_rows`, if fewer) the engine stops: an error by
+        default, or with `cut_at_max_rows` the first `max_rows + 1` rows, the extra one telling the caller there
+        were more. With `tenant`, the engine filters every tenant-bearing table to that tenant
+        (`additional_table_filters`), and the query may name only this store's tables (no `system.*`).
+        Runs under the tenant's query budget; `query_tag` is `reading(query_tag)` for this one read.
         """
+        if query_tag is not None:
+            with self.reading(query_tag):
+                return self.query(
+                    sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=cut_at_max_rows, query_tag=None
+                )
         metadata = metadata_select(sql)
+        allowed_database = self.topology.database if tenant is not None else None
         if metadata is not None:
+            if tenant is not None and metadata.database not in (None, self.topology.database):
+                raise QueryRejected(f"database {metadata.database} is not allowed: this store's is {allowed_database}")
             sql = metadata.sql
+            allowed_database = None  # ragmon's own SELECT over system.tables/columns, of one database (above)
         params = dict(params or {})
 
         def run_text(text: str, text_params: dict[str, Any]) -> str:
-            table = self.backend.select(text, text_params, readonly=True)
+            # No settings on these two: `EXPLAIN AST <text> SETTINGS …` would explain them as the user's own.
+            table = self._caller_read(text, text_params, tenant=tenant, budgeted=False)
             return "\n".join(str(v) for v in table.column(0).to_pylist())
 
-        checked = normalise_and_check(sql, run_text, params)
-        # "break" stops at the first block past the cap (up to ~65k rows more), so the cut is ours to make.
-        overflow = "break" if cut_at_max_rows else "throw"
-        settings: dict[str, Any] = {"max_result_rows": max_rows, "result_overflow_mode": overflow}
-        if tenant is not None:
-            settings.update(tenant_filter_settings(self.topology, tenant))
-        rows = self._select(checked, params, settings=settings, readonly=True)
+        checked = normalise_and_check(sql, run_text, params, allowed_database=allowed_database)
+        budget = self.query_budgets.for_tenant(tenant)
+        cap_rows = min(max_rows, budget.max_result_rows)
+        settings: dict[str, Any] = {"max_result_rows": cap_rows}
+        if cut_at_max_rows:
+            # `limit` is an outer LIMIT (subqueries keep their rows); the cap's extra row says there were more.
+            settings = {"limit": cap_rows + 1, "max_result_rows": cap_rows + 1}
+        rows = to_rows(
+            self._caller_read(checked, params, tenant=tenant, tenant_filter=True, settings=settings, max_rows=max_rows)
+        )
+        if cut_at_max_rows and len(rows) > cap_rows and cap_rows < max_rows:
+            raise exceeded("max_result_rows", self.query_budgets, tenant)  # a cut at the budget would look whole
         if metadata is not None and metadata.table is not None:
             rows = described_with_notes(metadata.table, rows)
-        return rows[: max_rows + 1] if cut_at_max_rows else rows
+        return rows
 
-    def close(self) -> None:
+    # --- callers' reads: budgets, the read pool, cancellation ----------------------------------------------
+
+    @contextmanager
+    def reading(self, tag: str | None = None) -> Iterator[str]:
+        """Run the reads inside the block (in this thread) as one cancellable unit: `cancel(tag)` from any thread
+        stops the one running and fails the ones after it (`QueryCancelled`). Yields the tag (a new one if None).
+        For a request that makes several reads (a dashboard view), or one read (`query(..., query_tag=…)`)."""
+        scope = _ReadScope(tag if tag is not None else uuid.uuid4().hex, self)
+        with self._reads_changed:
+            self._scopes.setdefault(scope.tag, []).append(scope)
+        token = _CURRENT_SCOPE.set(scope)
+        try:
+            yield scope.tag
+        finally:
+            _CURRENT_SCOPE.reset(token)
+            with self._reads_changed:
+                scopes = self._scopes[scope.tag]
+                scopes.remove(scope)
+                if not scopes:
+                    del self._scopes[scope.tag]
+
+    def cancel(self, tag: str, timeout_s: float = 5.0) -> bool:
+        """Cancel the reads of `reading(tag)`: the running one in the engine, later ones before they start.
+        Returns once the running read has ended (True) or after `timeout_s` (False). Safe from any thread; a tag
+        with no reads is a no-op (True)."""
+        with self._reads_changed:
+            scopes = list(self._scopes.get(tag, ()))
+            for scope in scopes:
+                scope.cancelled = True
+            reads = [read for read, scope in self._running.items() if scope is not None and scope in scopes]
+        return self._stop(reads, timeout_s)
+
+    def cancel_reads(self, timeout_s: float = 5.0) -> bool:
+        """Cancel every caller's read running now (at shutdown; `close` does it first). True when all ended."""
+        with self._reads_changed:
+            reads = list(self._running)
+        return self._stop(reads, timeout_s)
+
+    def running_reads(self) -> int:
+        """Callers' reads out now (waiting for a connection or running): a gauge for `/metrics`."""
+        with self._reads_changed:
+            return len(self._running)
+
+    def _stop(self, reads: list[str], timeout_s: float) -> bool:
+        """Cancel the engine reads `reads` until they have all returned: a kill can reach the engine before the
+        read does (it then finds nothing), so it is sent again every 0.1 s while the read is still out."""
+        deadline_s = time.monotonic() + timeout_s
+        while True:
+            with self._reads_changed:
+                live = [read for read in reads if read in self._running]
+            if not live:
+                return True
+            if time.monotonic() >= deadline_s:
+                return False
+            for read in live:
+                with contextlib.suppress(StoreError):  # the store closing under us: the loop's deadline decides
+                    self.backend.cancel(read)
+            with self._reads_changed:
+                if any(read in self._running for read in live):
+                    self._reads_changed.wait(0.1)
+
+    def _caller_rows(
+        self, sql: str, params: Mapping[str, Any] | None, *, tenant: str | None, tenant_filter: bool = False
+    ) -> list[dict[str, Any]]:
+        return to_rows(self._caller_read(sql, params, tenant=tenant, tenant_filter=tenant_filter))
+
+    def _caller_read(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        *,
+        tenant: str | None,
+        tenant_filter: bool = False,
+        settings: Mapping[str, Any] | None = None,
+        budgeted: bool = True,
+        max_rows: int | None = None,
+    ) -> pa.Table:
+        """One read for a caller: on the backend's read pool, under `tenant`'s budget (unless not `budgeted`: the
+        guard's parse-only reads), with the tenant filter if asked, cancellable (`reading`, `cancel_reads`).
+        Errors come back scrubbed of the settings sent, budget hits as QueryBudgetExceeded."""
+        scope = _CURRENT_SCOPE.get()
+        if scope is not None and scope.store is not self:
+            scope = None
+        sent: dict[str, Any] = budget_settings(self.query_budgets.for_tenant(tenant)) if budgeted else {}
+        sent.update(settings or {})
+        if tenant_filter and tenant is not None:
+            sent.update(tenant_filter_settings(self.topology, tenant))
+        read = uuid.uuid4().hex
+        with self._reads_changed:
+            if self._closing:
+                raise QueryCancelled("the read was not run: the store is closing", retryable=True, code=394)
+            if scope is not None and scope.cancelled:
+                raise QueryCancelled("the read was cancelled", retryable=False, code=394)
+            self._running[read] = scope
+        try:
+            return self.backend.read(sql, params, sent, tag=read)
+        except StoreError as exc:
+            raise self._read_error(exc, sent, tenant, scope, max_rows) from exc
+        finally:
+            with self._reads_changed:
+                del self._running[read]
+                self._reads_changed.notify_all()
+
+    def _read_error(
+        self,
+        exc: StoreError,
+        sent: Mapping[str, Any],
+        tenant: str | None,
+        scope: _ReadScope | None,
+        max_rows: int | None,
+    ) -> StoreError:
+        if isinstance(exc, QueryRejected | ReadersBusy):
+            return exc
+        if exc.code == QUERY_WAS_CANCELLED:
+            if self._closing:
+                return QueryCancelled("the read was cancelled: the store is closing", retryable=True, code=exc.code)
+            why = "by its caller" if scope is not None and scope.cancelled else "in the engine"
+            return QueryCancelled(f"the read was cancelled {why}", retryable=False, code=exc.code)
+        limit = budget_limit(exc.code, str(exc))
+        if (
+            limit == "max_result_rows"
+            and max_rows is not None
+            and max_rows < self.query_budgets.for_tenant(tenant).max_result_rows
+        ):
+            return QueryBudgetExceeded(
+                f"query stopped: its result has more than {max_rows:,} rows (the request's max_rows)",
+                limit="max_rows",
+                setting="max_rows",
+                code=exc.code,
+            )
+        if limit is not None and "max_execution_time" in sent:
+            return exceeded(limit, self.query_budgets, tenant, exc.code)
+        return scrubbed(exc, sent)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Refuse new reads, cancel the running ones (waiting at most `timeout_s` for them to end), then close."""
+        with self._reads_changed:
+            self._closing = True
+        self.cancel_reads(timeout_s)
         if self._insert_pool is not None:
             self._insert_pool.shutdown(wait=True)
         self.backend.close()
+
+
+class _ReadScope:
+    """The reads of one `Store.reading` block: its tag, whether it was cancelled."""
+
+    __slots__ = ("cancelled", "store", "tag")
+
+    def __init__(self, tag: str, store: Store) -> None:
+        self.tag = tag
+        self.store = store
+        self.cancelled = False
+
+
+# The `Store.reading` block this thread (or task) is in: how a read learns its caller's tag without every read
+# method taking one.
+_CURRENT_SCOPE: ContextVar[_ReadScope | None] = ContextVar("ragmon_read_scope", default=None)
 
 
 def open_store(
@@ -605,27 +806,45 @@ def open_store(
     migrate: bool = True,
     cluster: str | None = None,
     engine_memory_bytes: int | None = None,
+    read_connections: int | None = None,
+    read_wait_s: float | None = None,
 ) -> Store:
     """Open (and by default migrate) a store.
 
     `target`: a ClickHouse URL (`http(s)://user:pass@host:8123`) for a server, a directory for the embedded engine,
     or ragmon `Settings`/`AgentSettings` (their `clickhouse_url` if set, else `<data_dir>/chdb`).
     `engine_memory_bytes` caps the embedded engine's memory (ignored for a server, whose memory is its own).
+    `read_connections`: how many callers' reads run at once (default 4); `read_wait_s`: how long a read waits for
+    one of them (default 5 s). Given `Settings`, the store takes these and the query budgets from them
+    (`agent.read_connections`, `agent.read_wait_s`, `agent.query_budget`, `agent.query_budgets`).
     """
     agent = getattr(target, "agent", target)
+    budgets: QueryBudgets | None = None
     if hasattr(agent, "data_dir"):
         target = agent.clickhouse_url or Path(agent.data_dir) / "chdb"
         cluster = cluster or (agent.clickhouse_cluster if agent.clickhouse_url else None)
+        budgets = QueryBudgets(agent.query_budget, agent.query_budgets)
+        read_connections = read_connections or agent.read_connections
+        read_wait_s = read_wait_s or agent.read_wait_s
+    connections = read_connections or 4
+    read_wait_s = read_wait_s or 5.0
     backend: Backend
     if isinstance(target, str) and target.startswith(("http://", "https://", "clickhouse://", "clickhouses://")):
         from ragmon.sinks.server_backend import ClickHouseServerBackend
 
-        backend = ClickHouseServerBackend(target)
+        backend = ClickHouseServerBackend(target, read_connections=connections, read_wait_s=read_wait_s)
     else:
         from ragmon.sinks.chdb_backend import ChdbBackend
 
-        backend = ChdbBackend(Path(target), max_server_memory_bytes=engine_memory_bytes)
+        backend = ChdbBackend(
+            Path(target),
+            max_server_memory_bytes=engine_memory_bytes,
+            read_connections=connections,
+            read_wait_s=read_wait_s,
+        )
     store = Store(backend, Topology(database=database, cluster=cluster), retention)
+    if budgets is not None:
+        store.query_budgets = budgets
     try:
         if migrate:
             store.migrate()

@@ -15,6 +15,9 @@ can read an embedded store. It implements the part of the interface clickhouse-c
 - a trailing `FORMAT <fmt>` picks the output format (default TabSeparated), answered with `X-ClickHouse-Format`,
   `X-ClickHouse-Timezone`, `X-ClickHouse-Query-Id` and `X-ClickHouse-Summary` headers;
 - errors as the server sends them: a status code, `X-ClickHouse-Exception-Code`, and `Code: N. DB::Exception: …`;
+- `query_id` and `KILL QUERY WHERE query_id = '…'`: chDB has no `query_id` setting, so a query sent with one
+  carries it in a comment in front of its text (`/* chhttp-query-id:… */`, kept in `system.processes.query`) and
+  that KILL is run as `KILL QUERY WHERE query LIKE '%<that comment>%'`;
 - `format_schema_source = 'string'` (a Protobuf schema sent with the INSERT, as the store does for servers): a
   server caches such schemas under its `format_schema_path`, but chDB would cache them in the *process's working
   directory*; so the endpoint writes the schema under the engine's data directory and names it by absolute path.
@@ -71,6 +74,10 @@ _TRANSPORT = frozenset(
 _INSERT_RE = re.compile(rb"^\s*INSERT\s+INTO\s+.*?\bFORMAT\s+(\w+)[ \t]*(?:\r?\n)?", re.IGNORECASE | re.DOTALL)
 _TRAILING_FORMAT_RE = re.compile(r"\bFORMAT\s+(\w+)\s*;?\s*$", re.IGNORECASE)
 _SETTING_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUERY_ID_RE = re.compile(r"^[\w-]{1,128}$")
+_KILL_BY_ID_RE = re.compile(
+    r"^\s*KILL\s+QUERY\s+WHERE\s+query_id\s*=\s*'([\w-]{1,128})'\s*(SYNC|ASYNC)?\s*;?\s*$", re.IGNORECASE
+)
 
 # ClickHouse's own mapping of error codes to HTTP statuses, for the codes a client is likely to meet.
 _STATUS_BY_CODE = {
@@ -194,6 +201,7 @@ class ClickHouseHttpServer:
             if trailing:
                 fmt = trailing.group(1)
                 sql = sql[: trailing.start()]
+            sql = _with_query_id(sql, params.get("query_id", ""))
             res = conn.query(sql, fmt, params=bind)
             data = res.bytes() if hasattr(res, "bytes") else bytes(res)
             summary = {
@@ -255,6 +263,17 @@ class ClickHouseHttpServer:
             "X-ClickHouse-Server-Display-Name": "ragmon-chdb",
             "X-ClickHouse-Summary": json.dumps(full),
         }
+
+
+def _with_query_id(sql: str, query_id: str) -> str:
+    """`sql` marked with `query_id` (see the module docstring), or a KILL by query_id as the KILL of that mark."""
+    kill = _KILL_BY_ID_RE.match(sql)
+    if kill:
+        mode = (kill.group(2) or "").upper()
+        return f"KILL QUERY WHERE query LIKE '%/* chhttp-query-id:{kill.group(1)} */%' AND query_id != queryID() {mode}"
+    if query_id and _QUERY_ID_RE.match(query_id):
+        return f"/* chhttp-query-id:{query_id} */ {sql}"
+    return sql
 
 
 class _Handler(BaseHTTPRequestHandler):

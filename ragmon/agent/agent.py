@@ -49,6 +49,7 @@ from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.pricing import load_price_table
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store, otlp_views
+from ragmon.sinks.read_budget import QueryBudgets
 from ragmon.sinks.redaction import Redaction
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
@@ -178,7 +179,11 @@ class Agent:
                 agent.clickhouse_url or self.data_dir / "chdb",
                 cluster=agent.clickhouse_cluster if agent.clickhouse_url else None,
                 engine_memory_bytes=self.memory.engine_bytes,
+                read_connections=agent.read_connections,
+                read_wait_s=agent.read_wait_s,
             )
+            # Every read a caller makes (the API, the dashboard) runs under its tenant's budget.
+            self.store.query_budgets = QueryBudgets(agent.query_budget, agent.query_budgets)
             self.store.insert_streams = agent.insert_streams
             prices = load_price_table(self.settings.sdk.price_file)
             # Before the views are (re)created: a bad pattern must stop start-up, not the first insert.
@@ -233,6 +238,7 @@ class Agent:
                 labelled_scores=self._labelled_scores,
                 memory_guard=self.memory_guard,
                 health=self._probe,
+                cancel_query=self._cancel_query,
                 metrics=lambda accept: render_metrics(self.metrics, accept=accept),  # the receiver's registry
             ).start()
             if self._lock is not None:
@@ -284,7 +290,10 @@ class Agent:
             receiver.stop()
         self.receivers = []
         self.memory_guard.stop()
+        store = getattr(self, "store", None)
         if self.api is not None:
+            if store is not None:
+                store.cancel_reads()  # a runaway read must not hold the shutdown for its whole budget
             self.api.stop()
             self.api = None
         writer = getattr(self, "writer", None)
@@ -305,7 +314,6 @@ class Agent:
         wal = getattr(self, "wal", None)
         if wal is not None:
             wal.close()
-        store = getattr(self, "store", None)
         if store is not None and self._store is None:
             store.close()
         if self._lock is not None:
@@ -343,7 +351,11 @@ class Agent:
     def _query(
         self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int, tag: str
     ) -> list[dict[str, Any]]:
-        return self.store.query(sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True)
+        return self.store.query(sql, params, tenant=tenant, max_rows=max_rows, cut_at_max_rows=True, query_tag=tag)
+
+    def _cancel_query(self, tag: str) -> None:
+        """The API's client went away: stop its query in the engine rather than let it run out its budget."""
+        self.store.cancel(tag)
 
     def _labelled_scores(self, since_s: float, judge_version: str | None, tenant: str | None) -> list[dict[str, Any]]:
         return self.store.labelled_scores(since_s, judge_version=judge_version, tenant=tenant)

@@ -46,7 +46,7 @@ from ragmon.agent.label_input import MAX_BODY_BYTES as MAX_LABEL_BODY_BYTES
 from ragmon.agent.reviewers import KeyAuth
 from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead
 from ragmon.collectors.memory_guard import MemoryGuard
-from ragmon.sinks.errors import QueryRejected, StoreError
+from ragmon.sinks.errors import QueryCancelled, QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
 
 if TYPE_CHECKING:
@@ -327,11 +327,17 @@ class ApiServer:
 
 
 def _answer(fn: Callable[[], Any]) -> Reply:
-    """`fn()`'s result as a 200, or its store error as the status that tells the caller what to do."""
+    """`fn()`'s result as a 200, or its store error as the status that tells the caller what to do: a refused
+    query or one stopped by its budget 400 (the same query would meet the same limit), a store that is down or
+    whose read connections are all busy 503 + Retry-After."""
     try:
         return _json_reply(200, fn())
     except QueryRejected as exc:
         return _error(400, str(exc))
+    except QueryCancelled as exc:
+        if exc.retryable:  # the agent is stopping: another one, or this one later, will answer
+            return _json_reply(503, {"error": str(exc)}, {"Retry-After": "1"})
+        return _error(400, str(exc))  # its client went away (or half-closed): the answer says so
     except StoreError as exc:
         if exc.retryable:
             return _json_reply(503, {"error": str(exc)}, {"Retry-After": "1"})

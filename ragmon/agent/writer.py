@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger("ragmon.agent")
+_QUARANTINE_LOG_EVERY_S = 60.0
 
 
 class WriteStore(Protocol):
@@ -146,6 +147,8 @@ class StoreWriter:
         self.tick_interval_s = tick_interval_s
         self.policy = policy or RetryPolicy(max_attempts=1_000_000, max_backoff_s=5.0, deadline_s=float("inf"))
         self.counts: Counter[str] = Counter()
+        self._quarantine_said_s = float("-inf")  # when a quarantine was last logged, and the count then
+        self._quarantined_when_said = 0
         # Where the writer's time goes (wall seconds per phase): it is the agent's throughput limit, so an operator
         # (and benchmarks/ingest.py) can see whether inserting, the sampler's queries or payload copies bound it.
         self.seconds: defaultdict[str, float] = defaultdict(float)
@@ -530,7 +533,14 @@ class StoreWriter:
         (folder / f"{request.position.token().replace(':', '-')}.why").write_text(f"{request.tenant}\n{exc}\n")
         self.counts["requests_quarantined"] += 1
         self.counts["spans_quarantined"] += request.spans
-        log.error("store rejected a request (%s); kept in %s", exc, folder)
+        # A stream of poison requests must not become a stream of log lines: the first is said, then at most one
+        # line a minute with how many more (each is counted on /metrics and kept with its reason in `.why`).
+        now_s = time.monotonic()
+        if now_s - self._quarantine_said_s >= _QUARANTINE_LOG_EVERY_S:
+            since = self.counts["requests_quarantined"] - self._quarantined_when_said - 1
+            more = f" ({since} more since the last line)" if since > 0 else ""
+            log.error("store rejected a request (%s); kept in %s%s", exc, folder, more)
+            self._quarantine_said_s, self._quarantined_when_said = now_s, self.counts["requests_quarantined"]
 
     # -- sampling ------------------------------------------------------------------------------------------
     def _feed(self, seq_from: int, seq_to: int) -> None:

@@ -13,6 +13,7 @@ Three kinds of poison reach a log:
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -243,7 +244,10 @@ class RefusingStore:
         return None
 
 
-def test_several_poison_requests_are_all_found_and_only_they_are_quarantined(tmp_path: Path) -> None:
+def test_several_poison_requests_are_all_found_and_only_they_are_quarantined(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, "ragmon.agent")
     rng = random.Random(3)
     bodies = [otlp_request(rng) for _ in range(100)]
     bad = {bodies[3], bodies[4], bodies[50], bodies[99]}
@@ -255,4 +259,6 @@ def test_several_poison_requests_are_all_found_and_only_they_are_quarantined(tmp
     good = [body for body in bodies if body not in bad]
     assert [envelope[: len(body)] for envelope, body in zip(refusing.stored, good, strict=True)] == good  # in order
     assert refusing.inserts <= 4 * (2 * math.ceil(math.log2(100)) + 1)
+    # four quarantined, one line said: a stream of poison is not a stream of log lines (each is counted)
+    assert [r.getMessage().startswith("store rejected a request") for r in caplog.records] == [True]
     wal.close()

@@ -239,6 +239,7 @@ class Agent:
                 memory_guard=self.memory_guard,
                 health=self._probe,
                 cancel_query=self._cancel_query,
+                read_scope=self.store.reading,
                 metrics=lambda accept: render_metrics(self.metrics, accept=accept),  # the receiver's registry
             ).start()
             if self._lock is not None:
@@ -430,6 +431,11 @@ class Agent:
         yield errors
         yield CounterMetricFamily(
             "ragmon_spans_quarantined", "Spans the store rejected, kept aside.", writer["spans_quarantined"]
+        )
+        yield GaugeMetricFamily(
+            "ragmon_store_reads_running",
+            "Callers' reads out now (the API, the dashboard): waiting for a read connection or running in the engine.",
+            self.store.running_reads(),
         )
         yield CounterMetricFamily(
             "ragmon_requests_quarantined",

@@ -39,6 +39,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
@@ -128,6 +129,7 @@ class ApiServer:
         *,
         labelled_scores: LabelledFn | None = None,
         cancel_query: Callable[[str], None] | None = None,
+        read_scope: Callable[[str], AbstractContextManager[Any]] | None = None,
         health: HealthFn | None = None,
         metrics: MetricsFn | None = None,
         memory_guard: MemoryGuard | None = None,
@@ -144,6 +146,7 @@ class ApiServer:
         self.judge = judge
         self.labelled_scores = labelled_scores
         self.cancel_query = cancel_query
+        self.read_scope = read_scope
         self.health = health
         self.metrics = metrics
         self.refusals: Counter[str] = Counter()  # by reason, for /metrics (ragmon_api_refused_total)
@@ -198,7 +201,7 @@ class ApiServer:
         if dashboard is not None and method in ("GET", "HEAD") and dashboard.handles(path):
             if not path.startswith("/api/"):  # the page and its assets: in memory, answered at once
                 return _from_dashboard(dashboard.get(path, head.query, head.headers))
-            return self._handle(lambda _: _from_dashboard(dashboard.get(path, head.query, head.headers)))
+            return self._abandonable(lambda: _from_dashboard(dashboard.get(path, head.query, head.headers)))
         if method == "POST" and path.startswith("/api/judge/"):
             return self._judge(head)
         if dashboard is not None and method == "POST" and dashboard.handles_post(path):
@@ -261,6 +264,20 @@ class ApiServer:
             return _error(400, f"since_s must be seconds, above 0 and at most {_MAX_LABEL_WINDOW_S}")
         version = params.get("judge_version", [None])[0]
         return self._handle(lambda _: _answer(lambda: labelled(since_s, version, tenant)))
+
+    def _abandonable(self, run: Callable[[], Reply]) -> Handle:
+        """A handle whose store reads (a dashboard view makes several) are cancelled in the engine when its client
+        goes away: they run inside `read_scope(tag)`, and `abandon` cancels the tag."""
+        scope, cancel = self.read_scope, self.cancel_query
+        if scope is None or cancel is None:
+            return self._handle(lambda _: run())
+        tag = f"{self._tag_prefix}-{next(self._tags)}"
+
+        def scoped(_: bytes) -> Reply:
+            with scope(tag):
+                return run()
+
+        return Handle(run=scoped, refusal=_error, abandon=lambda: cancel(tag))
 
     def _query_handle(self, tenant: str | None) -> Handle:
         tag = f"{self._tag_prefix}-{next(self._tags)}"

@@ -7,6 +7,7 @@ read deadline and a thread per connection (5), no guard and no per-tenant bound 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -295,5 +296,63 @@ def test_the_memory_guard_covers_the_api_port(queries: HeldQueries) -> None:
         rss.value = 700 * MiB
         guard.sample()
         assert _ask(port, "SELECT 1", KEYS["acme"]) == (200, [{"tenant": "acme", "n": 1}])
+    finally:
+        server.stop()
+
+
+class SlowDashboard:
+    """The dashboard's side: a view whose reads wait until their scope is cancelled (as the store's do)."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[str, threading.Event] = {}
+        self.started = threading.Semaphore(0)
+        self.current = threading.local()
+
+    @contextlib.contextmanager
+    def reading(self, tag: str) -> Iterator[str]:
+        self.scopes[tag] = threading.Event()
+        self.current.tag = tag
+        yield tag
+
+    def cancel(self, tag: str) -> None:
+        self.scopes[tag].set()
+
+    @staticmethod
+    def handles(path: str) -> bool:
+        return path.startswith("/api/dashboard/")
+
+    @staticmethod
+    def handles_post(path: str) -> bool:
+        return False
+
+    def get(self, path: str, query: str, headers: Any) -> Any:
+        from ragmon.agent.dashboard import Response
+
+        self.started.release()
+        cancelled = self.scopes[self.current.tag].wait(60)
+        return Response(200, json.dumps({"cancelled": cancelled}).encode(), {"Content-Type": "application/json"})
+
+
+def test_a_dashboard_view_whose_client_goes_away_has_its_reads_cancelled() -> None:
+    dashboard = SlowDashboard()
+    server = ApiServer(
+        HOST,
+        0,
+        lambda *a: [],
+        lambda *a: [],
+        ApiKeyAuth(KEYS),
+        dashboard,  # type: ignore[arg-type]
+        cancel_query=dashboard.cancel,
+        read_scope=dashboard.reading,
+    ).start()
+    try:
+        with socket.create_connection((HOST, _port(server)), timeout=30) as sock:
+            sock.sendall(b"GET /api/dashboard/latency HTTP/1.1\r\nHost: x\r\nx-api-key: k-acme\r\n\r\n")
+            assert dashboard.started.acquire(timeout=30)
+        deadline = time.monotonic() + 30
+        while not all(event.is_set() for event in dashboard.scopes.values()):
+            assert time.monotonic() < deadline, "the view's reads were never cancelled"
+            time.sleep(0.01)
+        assert len(dashboard.scopes) == 1
     finally:
         server.stop()

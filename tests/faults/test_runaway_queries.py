@@ -9,6 +9,7 @@ Only completion is asserted, with generous deadlines; the latencies are printed 
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.agent.harness import AgentProcess
+from tests.support.prometheus import value
 
 pytestmark = pytest.mark.faults
 
@@ -109,3 +111,26 @@ def test_a_tenant_budget_stops_its_query_with_the_limit_named(agent: AgentProces
 def test_a_tenant_reads_no_system_table(agent: AgentProcess, sql: str) -> None:
     status, body = _ask(agent, sql, KEYS["acme"])
     assert status == 400 and "system" in body["error"], body
+
+
+def _reads_running(agent: AgentProcess) -> float | None:
+    with urllib.request.urlopen(f"{agent.api}/metrics", timeout=60) as response:
+        return value(response.read().decode(), "ragmon_store_reads_running")
+
+
+def _wait_reads(agent: AgentProcess, expected: float, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while _reads_running(agent) != expected:
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_query_whose_client_goes_away_is_cancelled_in_the_engine(agent: AgentProcess) -> None:
+    host, port = agent.api.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({"sql": RUNAWAY}).encode()
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        head = f"POST /api/query HTTP/1.1\r\nHost: x\r\nx-api-key: {KEYS['acme']}\r\nContent-Length: {len(body)}"
+        sock.sendall(head.encode() + b"\r\n\r\n" + body)
+        _wait_reads(agent, 1, "the runaway query never started")
+    _wait_reads(agent, 0, "the query of a client that went away was never cancelled")
+    assert _ask(agent, "SELECT 1 AS one", KEYS["acme"]) == (200, [{"one": 1}])  # and its tenant reads again

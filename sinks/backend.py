@@ -7,6 +7,7 @@ server (`server_backend.py`) run the same SQL text, so the schema and queries ar
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -23,6 +24,13 @@ C = TypeVar("C")
 
 QUERY_WAS_CANCELLED = 394  # the engine's code for a cancelled query; a read cancelled before it ran says the same
 READ_TAG = re.compile(r"^[0-9a-f]{32}$")  # a read's tag (uuid4().hex): safe inside SQL comments and literals
+
+
+def checked_read_tag(tag: str) -> str:
+    """`tag` when it is a read's tag (`READ_TAG`), else ValueError: it goes into SQL text as it is."""
+    if not READ_TAG.match(tag):
+        raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
+    return tag
 
 
 class Backend(Protocol):
@@ -160,18 +168,24 @@ class ReadPool(Generic[C]):
                 self._free.append(item)
                 self._cond.notify_all()
 
-    def cancel(self, tag: str) -> tuple[bool, bool]:
-        """Mark `tag` cancelled: (whether it was known, whether it holds a slot — then it needs killing)."""
+    def cancel(self, tag: str, kill: Callable[[str], None]) -> bool:
+        """Mark `tag` cancelled (a read still waiting fails at once) and `kill` it in the engine if it holds a
+        slot. Whether the read was known."""
         with self._cond:
             known = tag in self._waiting or tag in self._holding
             if known:
                 self._cancelled.add(tag)
                 self._cond.notify_all()
-            return known, tag in self._holding
+            running = tag in self._holding
+        if running:
+            kill(tag)
+        return known
 
     def close(self, kill: Callable[[str], None], timeout_s: float) -> bool:
         """Refuse new reads, fail waiting ones, kill running ones (again every 0.1 s: a kill can come before the
-        engine lists its query) until all slots are free or `timeout_s` has passed. True when they all are."""
+        engine lists its query) until all slots are free or `timeout_s` has passed. True when they all are. A kill
+        that fails is let be: the read still ends at its budget's deadline, and close does not wait past
+        `timeout_s`."""
         deadline_s = time.monotonic() + timeout_s
         with self._cond:
             self._closed = True
@@ -184,7 +198,8 @@ class ReadPool(Generic[C]):
             if time.monotonic() >= deadline_s:
                 return False
             for tag in holding:
-                kill(tag)
+                with contextlib.suppress(StoreError):
+                    kill(tag)
             with self._cond:
                 if self._holding:
                     self._cond.wait(0.1)

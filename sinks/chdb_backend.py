@@ -44,10 +44,10 @@ from typing import Any
 import pyarrow as pa
 from ragmon.sinks.arrow import to_ipc_stream
 from ragmon.sinks.backend import (
-    READ_TAG,
     Params,
     ReadPool,
     Settings,
+    checked_read_tag,
     escape_param,
     quote_string,
     settings_clause,
@@ -78,6 +78,16 @@ def _clear(conn: Any) -> None:
             return
         except Exception:
             continue
+
+
+def _query_failure(conn: Any, exc: Exception) -> StoreError:
+    """What a query that failed on `conn` raises; `conn` is cleared for its next query (`_clear`)."""
+    _clear(conn)
+    if _unreadable_result(exc):
+        # No result, or not a whole one: the query failed inside the engine without saying so (seen under the
+        # memory cap, MEMORY_LIMIT_EXCEEDED in system.errors). Worth retrying.
+        return StoreError(f"the engine returned no readable result, an error it did not report ({exc})", retryable=True)
+    return classify(str(exc))
 
 
 def _unreadable_result(exc: Exception) -> bool:
@@ -158,31 +168,17 @@ class ChdbBackend:
             try:
                 table = conn.query(sql + settings_clause(settings), "ArrowTable", params=_params(params))
             except Exception as exc:
-                _clear(conn)
-                if _unreadable_result(exc):
-                    # No result, or not a whole one: the query failed inside the engine without saying so (seen
-                    # under the memory cap, MEMORY_LIMIT_EXCEEDED in system.errors). Worth retrying.
-                    raise StoreError(
-                        f"the engine returned no readable result, an error it did not report ({exc})", retryable=True
-                    ) from exc
-                raise classify(str(exc)) from exc
+                raise _query_failure(conn, exc) from exc
         return table
 
     def read(self, sql: str, params: Params | None = None, settings: Settings | None = None, *, tag: str) -> pa.Table:
         self._check_open()
-        if not READ_TAG.match(tag):
-            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
-        text = f"/* ragmon-q:{tag} */ {sql}{settings_clause(settings)}"
+        text = f"/* ragmon-q:{checked_read_tag(tag)} */ {sql}{settings_clause(settings)}"
         with self._read_pool.slot(tag, self.read_wait_s) as conn:
             try:
                 return conn.query(text, "ArrowTable", params=_params(params))
             except Exception as exc:
-                _clear(conn)
-                if _unreadable_result(exc):
-                    raise StoreError(
-                        f"the engine returned no readable result, an error it did not report ({exc})", retryable=True
-                    ) from exc
-                raise classify(str(exc)) from exc
+                raise _query_failure(conn, exc) from exc
 
     def _open_reader(self) -> Any:
         """A read-only connection for the read pool, in the store's database (`use_database`)."""
@@ -198,14 +194,10 @@ class ChdbBackend:
         return "USE `" + database.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
     def cancel(self, tag: str) -> bool:
-        known, running = self._read_pool.cancel(tag)
-        if running:
-            self._kill(tag)
-        return known
+        return self._read_pool.cancel(tag, self._kill)
 
     def _kill(self, tag: str) -> None:
-        if not READ_TAG.match(tag):
-            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
+        checked_read_tag(tag)
         # one kill at a time: two at once would each list the other (both texts hold `ragmon-q:`)
         with self._kill_lock:
             try:
@@ -263,11 +255,6 @@ class ChdbBackend:
             for conn in held:
                 self._use(conn, statement)
 
-    def _kill_quietly(self, tag: str) -> None:
-        # closing: the read ends on its own deadline; close() does not wait for it past CLOSE_WAIT_S
-        with contextlib.suppress(StoreError):
-            self._kill(tag)
-
     @staticmethod
     def _use(conn: Any, statement: str) -> None:
         try:
@@ -281,7 +268,7 @@ class ChdbBackend:
         if self._closed:
             return
         self._closed = True
-        drained = self._read_pool.close(self._kill_quietly, CLOSE_WAIT_S)
+        drained = self._read_pool.close(self._kill, CLOSE_WAIT_S)
         if drained:
             for conn in self._read_pool.opened:
                 conn.close()

@@ -13,11 +13,10 @@ read whose client hung up is cancelled by the server too.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import pyarrow as pa
-from ragmon.sinks.backend import READ_TAG, Params, ReadPool, Settings
+from ragmon.sinks.backend import Params, ReadPool, Settings, checked_read_tag
 from ragmon.sinks.errors import StoreError, classify
 
 READ_CONNECTIONS = 4
@@ -80,12 +79,10 @@ class ClickHouseServerBackend:
 
     def read(self, sql: str, params: Params | None = None, settings: Settings | None = None, *, tag: str) -> pa.Table:
         self._check_open()
-        if not READ_TAG.match(tag):
-            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
         merged: dict[str, Any] = {
             **(settings or {}),
             "readonly": 2,
-            "query_id": tag,
+            "query_id": checked_read_tag(tag),
             "cancel_http_readonly_queries_on_client_close": 1,
         }
         with self._read_pool.slot(tag, self.read_wait_s):
@@ -95,23 +92,13 @@ class ClickHouseServerBackend:
                 raise _map_error(exc) from exc
 
     def cancel(self, tag: str) -> bool:
-        known, running = self._read_pool.cancel(tag)
-        if running:
-            self._kill(tag)
-        return known
+        return self._read_pool.cancel(tag, self._kill)
 
     def _kill(self, tag: str) -> None:
-        if not READ_TAG.match(tag):
-            raise ValueError(f"a read tag is 32 hex digits, got {tag!r}")
         try:
-            self._client.command(f"KILL QUERY WHERE query_id = '{tag}' SYNC")
+            self._client.command(f"KILL QUERY WHERE query_id = '{checked_read_tag(tag)}' SYNC")
         except Exception as exc:
             raise _map_error(exc) from exc
-
-    def _kill_quietly(self, tag: str) -> None:
-        # closing: the server ends the read at its deadline, or when the client's connection closes
-        with contextlib.suppress(StoreError):
-            self._kill(tag)
 
     def insert(self, table: str, data: pa.Table, settings: Settings | None = None) -> int:
         self._check_open()
@@ -135,5 +122,5 @@ class ClickHouseServerBackend:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._read_pool.close(self._kill_quietly, CLOSE_WAIT_S)
+            self._read_pool.close(self._kill, CLOSE_WAIT_S)
             self._client.close()

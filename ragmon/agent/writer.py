@@ -58,7 +58,7 @@ from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.rollups import Rollups
 from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.agent.wal import Cursor, Position, WriteAheadLog
-from ragmon.retry import Recovery, RetryPolicy, is_transient
+from ragmon.retry import Recovery, RetryPolicy
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
 
@@ -120,8 +120,7 @@ class StoreWriter:
         self.decisions_low_water = decisions_low_water
         self.wal = wal
         # Where the three loops report (components `writer`, `sampling`, `rollups`). An insert the store refuses for
-        # a while is retried inside the writer's step; the store is observed at its boundary (`_InsertsReported`)
-        # so that each failed try is a heartbeat that says why — else a store outage would read as a writer stalled.
+        # a while is retried inside the writer's step (`_insert_with_retry`), which reports each failed try.
         self._health: tuple[Component, Component, Component] | None = None
         if health is not None:
             self._health = (
@@ -129,7 +128,6 @@ class StoreWriter:
                 health.component("sampling", stall_after_s=SAMPLING_STALL_AFTER_S),
                 health.component("rollups", stall_after_s=ROLLUPS_STALL_AFTER_S),
             )
-            store = _InsertsReported(store, self._health[0])
         self.store = store
         self.sampler = sampler
         self.on_decided = on_decided
@@ -416,6 +414,9 @@ class StoreWriter:
             except StoreError as exc:  # retryable only: `_store` handles permanent rejections
                 self.last_error = str(exc)[:500]
                 self.counts["store_retries"] += 1
+                if self._health is not None:
+                    # each try is a heartbeat that says why: a store outage must not read as a stalled writer
+                    self._health[0].failing(exc)
                 if attempt == 1 or attempt % 50 == 0:
                     log.warning("store unavailable (%s); retrying, requests wait in the log", exc)
                 delay = self.policy.backoff_s(min(attempt, 8))
@@ -591,28 +592,3 @@ def _log_id(path: Path) -> str:
     os.replace(tmp, path)
     return log_id
 
-
-class _InsertsReported:
-    """The writer's store, whose inserts report to the writer's health component: each try the store refuses for a
-    while (a retryable StoreError, a connection error) is a heartbeat that says why. A request the store rejects
-    for good is no fault of the writer (it is quarantined) and reports nothing."""
-
-    def __init__(self, store: WriteStore, health: Component) -> None:
-        self._store = store
-        self._health = health
-
-    def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None:
-        try:
-            self._store.insert_otlp(envelopes, dedup_token)
-        except Exception as exc:
-            if is_transient(exc):
-                self._health.failing(exc)
-            raise
-
-    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table:
-        return self._store.trace_fragment_table(seq_from, seq_to)
-
-    def roll_up(
-        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
-    ) -> None:
-        self._store.roll_up(seq_from, seq_to, dedup_token, context_to=context_to)

@@ -87,9 +87,12 @@ _REASONS: Final = {
     504: b"Gateway Timeout",
     505: b"HTTP Version Not Supported",
 }
+_TOO_MANY_BODY: Final = b"too many connections; retry later\n"
 _TOO_MANY_CONNECTIONS: Final = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 34\r\n"
-    b"Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections; retry later\n"
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    + f"Content-Length: {len(_TOO_MANY_BODY)}\r\n".encode()
+    + b"Retry-After: 1\r\nConnection: close\r\n\r\n"
+    + _TOO_MANY_BODY
 )
 
 

@@ -201,7 +201,7 @@ class ApiServer:
         if dashboard is not None and method in ("GET", "HEAD") and dashboard.handles(path):
             if not path.startswith("/api/"):  # the page and its assets: in memory, answered at once
                 return _from_dashboard(dashboard.get(path, head.query, head.headers))
-            return self._abandonable(lambda: _from_dashboard(dashboard.get(path, head.query, head.headers)))
+            return self._dashboard_view(lambda: _from_dashboard(dashboard.get(path, head.query, head.headers)))
         if method == "POST" and path.startswith("/api/judge/"):
             return self._judge(head)
         if dashboard is not None and method == "POST" and dashboard.handles_post(path):
@@ -265,29 +265,32 @@ class ApiServer:
         version = params.get("judge_version", [None])[0]
         return self._handle(lambda _: _answer(lambda: labelled(since_s, version, tenant)))
 
-    def _abandonable(self, run: Callable[[], Reply]) -> Handle:
-        """A handle whose store reads (a dashboard view makes several) are cancelled in the engine when its client
-        goes away: they run inside `read_scope(tag)`, and `abandon` cancels the tag."""
-        scope, cancel = self.read_scope, self.cancel_query
-        if scope is None or cancel is None:
-            return self._handle(lambda _: run())
-        tag = f"{self._tag_prefix}-{next(self._tags)}"
-
-        def scoped(_: bytes) -> Reply:
-            with scope(tag):
-                return run()
-
-        return Handle(run=scoped, refusal=_error, abandon=lambda: cancel(tag))
-
-    def _query_handle(self, tenant: str | None) -> Handle:
+    def _cancellable(self, run: Callable[[bytes, str], Reply], max_body_bytes: int = 0) -> Handle:
+        """A handle whose store reads carry a tag of their own (`run(body, tag)`): when its client goes away,
+        `abandon` cancels the tag's reads in the engine."""
         tag = f"{self._tag_prefix}-{next(self._tags)}"
         cancel = self.cancel_query
         return Handle(
-            run=lambda body: self._run_query(body, tenant, tag),
+            run=lambda body: run(body, tag),
             refusal=_error,
-            max_body_bytes=_MAX_QUERY_BODY_BYTES,
+            max_body_bytes=max_body_bytes,
             abandon=(lambda: cancel(tag)) if cancel is not None else None,
         )
+
+    def _dashboard_view(self, run: Callable[[], Reply]) -> Handle:
+        """A dashboard view: its several reads run inside one `read_scope(tag)`, cancelled together."""
+        scope = self.read_scope
+
+        def scoped(_: bytes, tag: str) -> Reply:
+            if scope is None:
+                return run()
+            with scope(tag):
+                return run()
+
+        return self._cancellable(scoped)
+
+    def _query_handle(self, tenant: str | None) -> Handle:
+        return self._cancellable(lambda body, tag: self._run_query(body, tenant, tag), _MAX_QUERY_BODY_BYTES)
 
     def _run_query(self, raw: bytes, tenant: str | None, tag: str) -> Reply:
         try:

@@ -9,11 +9,18 @@ and `sinks` as top-level packages, which the `sys.path` entry alone serves.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import statistics
+import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+THIS_TREE = "this tree"
 
 _SITECUSTOMIZE = """\
 # Written by benchmarks/_source_tree.py: every Python process of this run imports ragmon from {tree!r}.
@@ -53,3 +60,40 @@ def environment(tree: Path, scratch: Path) -> dict[str, str]:
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "sitecustomize.py").write_text(_SITECUSTOMIZE.format(tree=str(tree.resolve())))
     return {**os.environ, "PYTHONPATH": str(scratch)}
+
+
+@contextlib.contextmanager
+def trees(against: str | None, scratch: Path) -> Iterator[dict[str, Path]]:
+    """{"this tree": this checkout[, against: a detached git worktree of that revision under `scratch`]}; the
+    worktree is removed afterwards."""
+    if against is None:
+        yield {THIS_TREE: REPO}
+        return
+    other = scratch / "against"
+    add = ["git", "-C", str(REPO), "worktree", "add", "--detach", str(other), against]
+    subprocess.run(add, check=True, capture_output=True)
+    try:
+        yield {THIS_TREE: REPO, against: other}
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(other)], check=False)
+
+
+def alternate(
+    trees: dict[str, Path],
+    rounds: int,
+    run: Callable[[Path], dict[str, float]],
+    show: Callable[[str, dict[str, float]], None],
+) -> dict[str, dict[str, float]]:
+    """`run` each tree `rounds` times, which tree goes first changing every round (this machine's speed drifts
+    within minutes: only runs alternated like this compare), `show`ing every run; the medians per tree."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for round_index in range(rounds):
+        print(f"round {round_index + 1}", flush=True)
+        order = list(trees) if round_index % 2 == 0 else list(reversed(trees))
+        for name in order:
+            runs[name].append(run(trees[name]))
+            show(name, runs[name][-1])
+    return {
+        name: {figure: statistics.median(run[figure] for run in side) for figure in side[0]}
+        for name, side in runs.items()
+    }

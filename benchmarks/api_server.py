@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,6 @@ from typing import Any
 
 import _source_tree  # beside this script
 
-REPO = Path(__file__).resolve().parents[1]
 WARMUP_REQUESTS = 50
 KEY = "bench-key"
 ROWS = [{"feature": "qa", "stage": "generate", "p95_ms": 812.5, "requests": 1200, "cost_usd": 0.42}] * 20
@@ -113,33 +111,16 @@ def main() -> None:
         return
 
     print(f"{args.requests} requests per run from {args.senders} senders; {args.rounds} rounds")
-    with tempfile.TemporaryDirectory(prefix="ragmon-api-bench-") as tmp:
-        trees = {"this tree": REPO}
-        if args.against:
-            trees[args.against] = Path(tmp) / "against"
-            worktree = ["git", "-C", str(REPO), "worktree", "add", "--detach", str(trees[args.against]), args.against]
-            subprocess.run(worktree, check=True, capture_output=True)
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-        try:
-            for round_index in range(args.rounds):
-                print(f"round {round_index + 1}")
-                order = list(trees) if round_index % 2 == 0 else list(reversed(trees))
-                for name in order:
-                    runs[name].append(_spawn_run(trees[name], args))
-                    _print_run(name, runs[name][-1])
-        finally:
-            if args.against:
-                remove = ["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees[args.against])]
-                subprocess.run(remove, check=False)
-    medians = {
-        name: {figure: statistics.median(run[figure] for run in side) for figure in side[0]}
-        for name, side in runs.items()
-    }
+    with (
+        tempfile.TemporaryDirectory(prefix="ragmon-api-bench-") as tmp,
+        _source_tree.trees(args.against, Path(tmp)) as trees,
+    ):
+        medians = _source_tree.alternate(trees, args.rounds, lambda tree: _spawn_run(tree, args), _print_run)
     print("medians")
     for name, figures in medians.items():
         _print_run(name, figures)
     if args.against:
-        ours, theirs = medians["this tree"], medians[args.against]
+        ours, theirs = medians[_source_tree.THIS_TREE], medians[args.against]
         print(
             f"ratio this tree / {args.against}: requests/s {ours['requests_per_s'] / theirs['requests_per_s']:.3f}, "
             f"CPU per request {ours['cpu_us_per_request'] / theirs['cpu_us_per_request']:.3f}"

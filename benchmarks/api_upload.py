@@ -28,7 +28,6 @@ from pathlib import Path
 
 import _source_tree  # beside this script
 
-REPO = Path(__file__).resolve().parents[1]
 MiB = 1024 * 1024
 
 
@@ -115,27 +114,20 @@ def main() -> None:
     parser.add_argument("--declared", action="store_true", help="declare the true length, not -1")
     parser.add_argument("--against", metavar="REV", help="also run the agent of this git revision")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ragmon-api-upload-") as tmp:
-        trees = {"this tree": REPO}
-        if args.against:
-            trees[args.against] = Path(tmp) / "against"
-            worktree = ["git", "-C", str(REPO), "worktree", "add", "--detach", str(trees[args.against]), args.against]
-            subprocess.run(worktree, check=True, capture_output=True)
-        try:
-            for name, tree in trees.items():
-                scratch = Path(tmp) / name.replace(" ", "-")
-                os.makedirs(scratch)
-                figures = _run(tree, scratch, args.mib, args.declared)
-                print(
-                    f"{name:<10} {args.mib} MiB unauthenticated: answered {figures['status']:.0f} after "
-                    f"{figures['answered_after_s']:.3f} s; agent RSS {figures['rss_before_mb']:.0f} MB before, "
-                    f"{figures['rss_peak_mb']:.0f} MB at peak, {figures['rss_after_mb']:.0f} MB after",
-                    flush=True,
-                )
-        finally:
-            if args.against:
-                remove = ["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees[args.against])]
-                subprocess.run(remove, check=False)
+    with (
+        tempfile.TemporaryDirectory(prefix="ragmon-api-upload-") as tmp,
+        _source_tree.trees(args.against, Path(tmp)) as trees,
+    ):
+        for name, tree in trees.items():
+            scratch = Path(tmp) / name.replace(" ", "-")
+            os.makedirs(scratch)
+            figures = _run(tree, scratch, args.mib, args.declared)
+            print(
+                f"{name:<10} {args.mib} MiB unauthenticated: answered {figures['status']:.0f} after "
+                f"{figures['answered_after_s']:.3f} s; agent RSS {figures['rss_before_mb']:.0f} MB before, "
+                f"{figures['rss_peak_mb']:.0f} MB at peak, {figures['rss_after_mb']:.0f} MB after",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing as mp
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,6 @@ from typing import Any
 
 import _source_tree  # beside this script
 
-REPO = Path(__file__).resolve().parents[1]
 WARMUP_REQUESTS = 50
 
 
@@ -62,7 +60,9 @@ def _sender(port: int, body: bytes, count: int, start: Any, done: Any) -> None:
 def _loop_thread_cpu_s(receiver: Any) -> float:
     """CPU seconds of the receiver's event-loop thread so far (read on that thread)."""
     result: concurrent.futures.Future[float] = concurrent.futures.Future()
-    receiver._loop.call_soon_threadsafe(lambda: result.set_result(time.thread_time()))
+    # the receiver's loop is its HTTP server's since issue 37 (collectors/http_server.py); its own before
+    loop = getattr(receiver, "server", receiver)._loop
+    loop.call_soon_threadsafe(lambda: result.set_result(time.thread_time()))
     return result.result(10)
 
 
@@ -140,32 +140,15 @@ def main() -> None:
             f"request: {args.spans} spans, {body_path.stat().st_size:,} B protobuf; {args.requests} requests per run "
             f"from {args.senders} senders; {args.rounds} rounds"
         )
-        trees = {"this tree": REPO}
-        if args.against:
-            trees[args.against] = Path(tmp) / "against"
-            worktree = ["git", "-C", str(REPO), "worktree", "add", "--detach", str(trees[args.against]), args.against]
-            subprocess.run(worktree, check=True, capture_output=True)
-        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
-        try:
-            for round_index in range(args.rounds):
-                print(f"round {round_index + 1}")
-                order = list(trees) if round_index % 2 == 0 else list(reversed(trees))
-                for name in order:
-                    runs[name].append(_spawn_run(trees[name], body_path, args))
-                    _print_run(name, runs[name][-1])
-        finally:
-            if args.against:
-                remove = ["git", "-C", str(REPO), "worktree", "remove", "--force", str(trees[args.against])]
-                subprocess.run(remove, check=False)
-    medians = {
-        name: {figure: statistics.median(run[figure] for run in side) for figure in side[0]}
-        for name, side in runs.items()
-    }
+        with _source_tree.trees(args.against, Path(tmp)) as trees:
+            medians = _source_tree.alternate(
+                trees, args.rounds, lambda tree: _spawn_run(tree, body_path, args), _print_run
+            )
     print("medians")
     for name, figures in medians.items():
         _print_run(name, figures)
     if args.against:
-        ours, theirs = medians["this tree"], medians[args.against]
+        ours, theirs = medians[_source_tree.THIS_TREE], medians[args.against]
         ratios = {figure: ours[figure] / theirs[figure] for figure in ours}
         print(
             f"ratio this tree / {args.against}: requests/s {ratios['requests_per_s']:.3f}, CPU per request "

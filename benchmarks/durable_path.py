@@ -35,10 +35,10 @@ sys.path.insert(0, str(REPO))
 from benchmarks.ingest import _requests, _template  # noqa: E402
 from ragmon.agent.decisions import DecisionSink  # noqa: E402
 from ragmon.agent.intake import WalIntake  # noqa: E402
-from ragmon.agent.sampling import Sampler  # noqa: E402
-from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS  # noqa: E402
 from ragmon.agent.wal import Position, Record, WriteAheadLog  # noqa: E402
 from ragmon.agent.writer import StoreWriter  # noqa: E402
+from ragmon.sampling import Sampler  # noqa: E402
+from ragmon.sampling.trace import FRAGMENT_COLUMNS  # noqa: E402
 
 
 class MemoryLog:

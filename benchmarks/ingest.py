@@ -76,7 +76,7 @@ def _template(spans_per_request: int) -> bytes:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import ragmon
-    from ragmon._otlp import encode_spans
+    from ragmon.otlp_encoding import encode_spans
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "ingest-bench"}))

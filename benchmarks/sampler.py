@@ -24,7 +24,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragmon.agent.decisions import DecisionSink
-from ragmon.agent.sampling import Sampler, SamplerConfig, TraceFragment
+from ragmon.sampling import Sampler, SamplerConfig, TraceFragment
 
 _STAGES = ("request", "embed", "search", "rerank", "generate")
 _FEATURES = ("docs-qa", "support-chat", "search-assist")

@@ -33,7 +33,7 @@ from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportRes
 from opentelemetry.sdk.resources import Resource
 from ragmon.judges.evaluation_events import evaluation_event
 
-from ragmon._batch_queue import BatchQueue
+from ragmon.batch_queue import BatchQueue
 from ragmon.version import __version__
 
 log = logging.getLogger("ragmon.judges")
@@ -72,7 +72,7 @@ class EventStats:
 
 
 class CountingLogProcessor(LogRecordProcessor):
-    """Bounded queue + one export thread (the SDK's `ragmon._batch_queue`, which the span export uses too) around a
+    """Bounded queue + one export thread (the SDK's `ragmon.batch_queue`, which the span export uses too) around a
     `LogRecordExporter`. Never blocks or raises on the caller."""
 
     def __init__(

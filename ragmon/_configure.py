@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from ragmon import _state
 from ragmon._export import OtlpHttpTransport, QueueSpanProcessor, SpanExporterTransport, Transport
-from ragmon._log import logger
+from ragmon.diagnostics import logger
 from ragmon.pricing import PriceFileError, PriceTable, default_price_table, load_price_table
 from ragmon.retry import RetryPolicy
 from ragmon.settings import Settings, load_settings, merge_tree

@@ -34,9 +34,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ragmon import attributes as attr
-from ragmon._batch_queue import BatchQueue
-from ragmon._log import logger, warn_limited
-from ragmon._otlp import SpanEncoder
+from ragmon.batch_queue import BatchQueue
+from ragmon.diagnostics import logger, warn_limited
+from ragmon.otlp_encoding import SpanEncoder
 from ragmon.retry import Outcome, RetryPolicy, classify_http_status, parse_retry_after
 
 
@@ -199,7 +199,7 @@ def _rejected_spans(response_body: bytes) -> int:
 
 
 class QueueSpanProcessor(SpanProcessor):
-    """Bounded queue + one export thread (`ragmon._batch_queue`). Never blocks or raises on the app's threads."""
+    """Bounded queue + one export thread (`ragmon.batch_queue`). Never blocks or raises on the app's threads."""
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ragmon import _state
 from ragmon import attributes as attr
-from ragmon._log import warn_limited
+from ragmon.diagnostics import warn_limited
 
 F = TypeVar("F", bound=Callable[..., Any])
 H = TypeVar("H", bound="StageSpan")

@@ -33,26 +33,26 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
     ),
     "serve": (
         "run the agent: OTLP receivers, tail sampler, ClickHouse store",
-        _lazy("ragmon.agent.commands", "add_serve_arguments", "serve"),
+        _lazy("ragmon.commands.serve", "add_serve_arguments", "serve"),
     ),
     "check": (
         "validate a settings file as `serve` would at start-up and print what it means, starting nothing",
-        _lazy("ragmon.agent.check_command", "add_check_arguments", "check"),
+        _lazy("ragmon.commands.check", "add_check_arguments", "check"),
     ),
     "report": (
         "p50/p95/p99 latency, errors, tokens and cost per feature and stage",
-        _lazy("ragmon.agent.commands", "add_report_arguments", "report"),
+        _lazy("ragmon.commands.report", "add_report_arguments", "report"),
     ),
-    "query": ("run read-only SQL against the store", _lazy("ragmon.agent.commands", "add_query_arguments", "query")),
+    "query": ("run read-only SQL against the store", _lazy("ragmon.commands.query", "add_query_arguments", "query")),
     "schema": (
         "the tables and columns `ragmon query` reads, with notes and an example each",
-        _lazy("ragmon.agent.commands", "add_schema_arguments", "schema"),
+        _lazy("ragmon.commands.query", "add_schema_arguments", "schema"),
     ),
     "migrate": (
         "create or upgrade the store's schema; --cluster NAME for a ClickHouse cluster",
-        _lazy("ragmon.agent.migrate", "add_migrate_arguments", "migrate"),
+        _lazy("ragmon.commands.migrate", "add_migrate_arguments", "migrate"),
     ),
-    "alerts": ("open and recent drift alerts", _lazy("ragmon.agent.drift.cli", "add_alerts_arguments", "alerts")),
+    "alerts": ("open and recent drift alerts", _lazy("ragmon.commands.alerts", "add_alerts_arguments", "alerts")),
     "eval": (
         "offline evaluation: retrieval metrics equal to trec_eval; drive an app over a labelled dataset (eval run)",
         _lazy("ragmon.evaluation.cli", "add_eval_arguments", "eval_command"),
@@ -67,11 +67,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
     ),
     "judge": (
         "run a judge worker over the queue of kept traces (scale-out: several may share a queue)",
-        _lazy("ragmon.agent.judge_commands", "add_judge_arguments", "judge"),
+        _lazy("ragmon.commands.judge", "add_judge_arguments", "judge"),
     ),
     "calibrate": (
         "agreement of a judge's faithfulness verdicts with human labels",
-        _lazy("ragmon.agent.judge_commands", "add_calibrate_arguments", "calibrate"),
+        _lazy("ragmon.commands.judge", "add_calibrate_arguments", "calibrate"),
     ),
 }
 

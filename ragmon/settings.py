@@ -128,7 +128,7 @@ class AgentSettings(_Section):
     instance: int = Field(default=0, ge=0, le=4095)
     api_keys: dict[str, SecretStr] = Field(default_factory=dict)  # tenant -> key
     # tenant -> {reviewer name -> key}: keys that may also write labels of that tenant's kept traces (the review
-    # queue, `ragmon.agent.reviewers`); they read as the tenant's API keys do. A name per key, so a label says who.
+    # queue, `ragmon.dashboard.keys`); they read as the tenant's API keys do. A name per key, so a label says who.
     reviewer_keys: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     # Write-ahead log: what an acknowledged request survives (see ragmon/agent/wal.py).
     fsync: Literal["always", "interval", "never"] = "interval"
@@ -150,7 +150,7 @@ class AgentSettings(_Section):
     content_retention_days: int = Field(default=1, ge=1)  # captured text of traces not (yet) kept
     # [agent.sampling] and [agent.alerts] stay plain tables here: their models are built on the agent's policy and
     # detector registries, which the SDK must not import. The agent validates them at start-up and `ragmon check`
-    # beforehand (ragmon/agent/sampling/config.py: SamplerConfig; ragmon/agent/drift/rules.py: AlertsConfig).
+    # beforehand (ragmon/sampling/config.py: SamplerConfig; ragmon/drift/rules.py: AlertsConfig).
     sampling: dict[str, Any] = Field(default_factory=dict)
     alerts: dict[str, Any] = Field(default_factory=dict)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)

@@ -1,6 +1,6 @@
 """The reads of the drift checks: which scopes have a signal, a signal's series per window, a per-request sample,
 the worst traces of each window, judged scores with their traces' inclusion probabilities, and how much
-production history the store holds. `ragmon.agent.drift.store_source` runs them and turns the rows into signal
+production history the store holds. `ragmon.drift.store_source` runs them and turns the rows into signal
 points (where each signal comes from, and why, is told there).
 
 Each function returns the SQL and its parameters. Every value (tenant, feature, stage, metric, eval run, times,

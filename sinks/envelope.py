@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from ragmon._otlp import varint
+from ragmon.otlp_encoding import varint
 
 __all__ = ["INPUT_COLUMNS", "PROTO_MESSAGE", "PROTO_SCHEMA", "frame", "seal"]
 

@@ -288,7 +288,7 @@ def recent_request_durations_sql(ddl: Ddl) -> str:
     """Params: window_s (UInt32), per_feature (UInt32). The durations of the latest root spans per (tenant,
     feature) over the last `window_s` seconds, oldest first: what a restarted sampler seeds each feature's request
     p95 with, so a restart does not leave "slow" unjudged for a feature's first requests. Production traffic only,
-    as the sampler's own measure (`ragmon.agent.sampling.request_latency`)."""
+    as the sampler's own measure (`ragmon.sampling.request_latency`)."""
     return f"""
 SELECT tenant, feature, arrayReverse(groupArray(duration_ms)) AS durations_ms
 FROM (

@@ -192,7 +192,7 @@ ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("labels", "Map(String, String)"),
 )
 
-# v8: people's labels of kept traces (`ragmon.agent.dashboard` review queue), the truth the judge is calibrated on.
+# v8: people's labels of kept traces (`ragmon.dashboard` review queue), the truth the judge is calibrated on.
 # Every write lands in `label_writes` (the audit: never replaced); a view copies it into `labels`, where a later
 # label of the same (tenant, trace, metric, reviewer) replaces the earlier one (read with FINAL).
 LABEL_WRITES_TABLE = "label_writes"

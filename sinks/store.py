@@ -545,7 +545,7 @@ class Store:
         return to_rows(self.backend.select(sql, params, **kwargs))
 
     def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of ragmon's own read-side SQL (the drift signals in `ragmon.agent.drift.store_source`) — trusted
+        """Rows of ragmon's own read-side SQL (the drift signals in `ragmon.drift.store_source`) — trusted
         text, unlike a user's `query` — on the read-only connection, so on the embedded engine it never waits
         behind the writer's inserts."""
         return self._select(sql, params, readonly=True)

@@ -1,11 +1,11 @@
-"""The bounded queue the span export and the evaluation events share (ragmon/_batch_queue.py)."""
+"""The bounded queue the span export and the evaluation events share (ragmon/batch_queue.py)."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
 
-from ragmon._batch_queue import BatchQueue
+from ragmon.batch_queue import BatchQueue
 
 
 def _queue(send, **overrides) -> tuple[BatchQueue[int], Counter[str]]:

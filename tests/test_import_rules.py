@@ -1,15 +1,18 @@
-"""Which part of ragmon may import which: the arrows of the README's Layout section, checked on every import
-statement of the shipped code (module-level and inside functions, and `importlib.import_module("ragmon....")`
-with a literal name).
+"""Which part of ragmon may import which: the arrows of docs/architecture.md, checked on every import statement of
+the shipped code (module-level and inside functions, and `importlib.import_module("ragmon....")` with a literal name).
 
 - the SDK (ragmon's own top-level modules and `ragmon.integrations`) imports none of the agent's packages, so
   `pip install ragmon` in an app stays light;
-- the parts — `ragmon.collectors` (receive), `ragmon.sinks` (store), `ragmon.judges` (score) — import only the SDK,
-  never each other;
+- the parts — `ragmon.collectors` (receive), `ragmon.sinks` (store), `ragmon.judges` (score), `ragmon.sampling`
+  (the tail sampler's policies), `ragmon.drift` (signals, detectors, rules, alert channels) and `ragmon.dashboard`
+  (its routes, review queue and keys) — import only the SDK and the store's or judges' modules they read;
 - `ragmon.agent` is where the parts are wired together;
-- the commands built on it: `ragmon.evaluation` (offline evaluation, back-evaluation of the store with a judge) and
-  `ragmon.demo` (the sample app, and `ragmon demo`, which runs it through an embedded agent);
+- the commands built on it: `ragmon.commands` (serve, report, query, alerts, judge, ...), `ragmon.evaluation`
+  (offline evaluation, back-evaluation of the store with a judge) and `ragmon.demo` (the sample app, and
+  `ragmon demo`, which runs it through an embedded agent);
 - `ragmon.cli` names every command's module (by string, so `ragmon --help` imports nothing heavy).
+
+And no part reaches into another's privates: a name or module starting with `_` is imported only inside its part.
 """
 
 from __future__ import annotations
@@ -31,10 +34,14 @@ ALLOWED: dict[str, set[str]] = {
     "collectors": {SDK},
     "sinks": {SDK},
     "judges": {SDK},
-    "agent": {SDK, "collectors", "sinks", "judges"},
-    "evaluation": {SDK, "agent", "judges", "sinks", "demo"},
-    "demo": {SDK, "agent"},
-    "cli": {SDK, "agent", "judges", "evaluation", "demo"},
+    "sampling": {SDK},
+    "drift": {SDK, "sinks"},
+    "dashboard": {SDK, "collectors", "sinks", "judges"},
+    "agent": {SDK, "collectors", "sinks", "judges", "sampling", "drift", "dashboard"},
+    "commands": {SDK, "agent", "sinks", "judges", "sampling", "drift"},
+    "evaluation": {SDK, "agent", "judges", "sinks", "demo", "commands"},
+    "demo": {SDK, "agent", "commands", "sampling", "drift"},
+    "cli": {SDK, "commands", "judges", "evaluation", "demo"},
 }
 
 
@@ -54,37 +61,55 @@ def module_name(path: Path) -> str:
     return ".".join(names[:-1] if names[-1] == "__init__" else names)
 
 
-def imported(source: str, module: str) -> Iterator[tuple[int, str]]:
-    """(line, imported module) for each import in `source` (relative imports resolved against `module`)."""
+# Parts whose modules other parts reach only through the package itself (its `__init__` is the public surface).
+# `ragmon.cli` is the exception that names each command's own module, so `ragmon --help` loads only the one it runs.
+ONE_SURFACE = {"sampling", "drift", "dashboard", "commands"}
+
+
+def imported(source: str, module: str) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, imported module, names imported from it) for each import in `source` (relative imports resolved
+    against `module`)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name
+                yield node.lineno, alias.name, []
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join([*module.split(".")[: -node.level], *([base] if base else [])])
-            yield node.lineno, base
+            yield node.lineno, base, [alias.name for alias in node.names]
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
             "import_module",
             "_lazy",
         ):
             first = node.args[0] if node.args else None
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                yield node.lineno, first.value
+                yield node.lineno, first.value, []
+
+
+def _private(names: list[str]) -> list[str]:
+    return [name for name in names if name.startswith("_") and not name.startswith("__")]
 
 
 def violations(source: str, module: str) -> list[str]:
-    """The imports of `module` (whose text is `source`) that break an arrow, as readable lines."""
+    """The imports of `module` (whose text is `source`) that break an arrow, reach into another part's privates or
+    past another part's surface, as readable lines."""
     part = part_of(module)
     assert part is not None
     found = []
-    for line, target in imported(source, module):
+    for line, target, names in imported(source, module):
         other = part_of(target)
         if other is None or other == part:
             continue
+        where = f"{module}:{line} imports {target}"
         if other not in ALLOWED[part]:
-            found.append(f"{module}:{line} imports {target} ({part} may import {sorted(ALLOWED[part]) or 'nothing'})")
+            found.append(f"{where} ({part} may import {sorted(ALLOWED[part]) or 'nothing'})")
+        # The SDK's instrumentations ship in the SDK's own package and read its state: one part in all but name.
+        sdk_family = {part, other} == {"integrations", SDK}
+        if (private := _private(target.split(".")) + _private(names)) and not sdk_family:
+            found.append(f"{where}: {', '.join(private)} private to {other}")
+        if other in ONE_SURFACE and part != "cli" and target != f"ragmon.{other}":
+            found.append(f"{where}: other parts import ragmon.{other} itself, its public surface")
     return found
 
 
@@ -114,6 +139,11 @@ def test_the_modules_are_all_found() -> None:
         ("ragmon._configure", "import importlib\nimportlib.import_module('ragmon.agent.agent')"),
         ("ragmon.demo.app", "from ragmon.collectors import HttpReceiver"),
         ("ragmon.judges.metrics.faithfulness", "from ...sinks import schema"),
+        ("ragmon.sampling.batch", "from ragmon.drift import SIGNALS"),
+        ("ragmon.commands.judge", "from ragmon.sinks.store import _dedupe"),
+        ("ragmon.agent.agent", "from ragmon.judges._private_helpers import x"),
+        ("ragmon.demo.pipeline", "from ragmon.commands.common import CommandError"),
+        ("ragmon.agent.alerting", "def f():\n    from ragmon.drift.rules import AlertsConfig"),
     ],
 )
 def test_a_broken_arrow_is_reported(module: str, source: str) -> None:
@@ -126,6 +156,9 @@ def test_a_broken_arrow_is_reported(module: str, source: str) -> None:
         ("ragmon.agent.agent", "from ragmon.sinks import Store\nfrom ragmon.collectors import HttpReceiver"),
         ("ragmon.judges.worker", "from ragmon.settings import Settings\nfrom ragmon.judges.queue import Lease"),
         ("ragmon.sinks.store", "from . import schema\nfrom ragmon.model import SPAN_COLUMNS"),
+        ("ragmon.sinks.store", "from ragmon.sinks._helpers import _dedupe"),
+        ("ragmon.agent.agent", "from ragmon.drift import AlertsConfig\nfrom ragmon.sampling import Sampler"),
+        ("ragmon.cli", "import importlib\nimportlib.import_module('ragmon.commands.serve')"),
     ],
 )
 def test_allowed_arrows_pass(module: str, source: str) -> None:

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from ragmon._otlp import SpanEncoder
+from ragmon.otlp_encoding import SpanEncoder
 
 
 def _spans():
@@ -229,7 +229,7 @@ def test_cached_values_keep_their_types_across_spans() -> None:
 
 
 def test_full_caches_start_over_and_stay_correct(monkeypatch) -> None:
-    import ragmon._otlp as otlp
+    import ragmon.otlp_encoding as otlp
 
     monkeypatch.setattr(otlp, "_CACHE_MAX_ENTRIES", 4)
     provider, exporter = _provider()

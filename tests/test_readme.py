@@ -37,7 +37,7 @@ def test_readme_commands_use_the_ci_marker() -> None:
 
 
 def test_readme_sampling_config_is_valid(tmp_path: Path) -> None:
-    from ragmon.agent.sampling import SamplerConfig
+    from ragmon.sampling import SamplerConfig
     from ragmon.settings import load_settings
 
     (toml,) = re.findall(r"```toml\n(.*?)```", README, flags=re.S)

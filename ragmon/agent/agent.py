@@ -28,17 +28,12 @@ from prometheus_client.registry import CollectorRegistry
 
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
-from ragmon.agent.dashboard import create_dashboard, create_review
 from ragmon.agent.decisions import DecisionSink
-from ragmon.agent.drift.rules import AlertsConfig
 from ragmon.agent.health import HealthRegistry
 from ragmon.agent.intake import IngestSeq, WalIntake
 from ragmon.agent.judging import JudgeEndpoints, Judging
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ports import check_ports_free
-from ragmon.agent.reviewers import ReadKeys, ReviewerKeys
-from ragmon.agent.sampling import DecidedTrace, Sampler, SamplerConfig
-from ragmon.agent.sampling.sampler import decision_counts
 from ragmon.agent.sampling_tally import SamplingTally
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
@@ -46,7 +41,10 @@ from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.exposition import metrics_registry, render_metrics
 from ragmon.collectors.memory_guard import MemoryGuard
+from ragmon.dashboard import ReadKeys, ReviewerKeys, create_dashboard, create_review
+from ragmon.drift import AlertsConfig
 from ragmon.pricing import load_price_table
+from ragmon.sampling import DecidedTrace, Sampler, SamplerConfig, decision_counts
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store, otlp_views
 from ragmon.sinks.read_budget import QueryBudgets

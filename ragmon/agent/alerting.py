@@ -24,13 +24,16 @@ from typing import Any, Protocol
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ragmon.agent.drift.channels import Dispatcher, build_dispatcher
-from ragmon.agent.drift.evaluator import AlertEvaluator
-from ragmon.agent.drift.record import AlertRecord
-from ragmon.agent.drift.rules import AlertsConfig
-from ragmon.agent.drift.signals import SignalSource
-from ragmon.agent.drift.store_source import StoreSignalSource
 from ragmon.agent.health import Component, HealthRegistry
+from ragmon.drift import (
+    AlertEvaluator,
+    AlertRecord,
+    AlertsConfig,
+    Dispatcher,
+    SignalSource,
+    StoreSignalSource,
+    build_dispatcher,
+)
 from ragmon.retry import Recovery
 
 log = logging.getLogger("ragmon.alerts")

@@ -12,10 +12,10 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
                                                   rows as JSON objects; read-only, checked by the store, run under
                                                   the tenant's query budget; past max_rows (default 10,000) the
                                                   first max_rows + 1 rows
-    GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.agent.dashboard`), when one is given
+    GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.dashboard`), when one is given
     GET  /api/labels/scored?since_s=[&judge_version=V]  people's labels beside the judge's scores of the same
                                                   traces (`ragmon calibrate --from-store` beside a running agent)
-    POST /api/dashboard/labels                    a reviewer's labels (`ragmon.agent.dashboard.review`)
+    POST /api/dashboard/labels                    a reviewer's labels (`ragmon.dashboard.review`)
     POST /api/judge/payloads {"tenant", "trace_ids"}  a `ragmon judge` worker's leased traces' payloads, by id
     POST /api/judge/scores   {"rows": [...]}          its score rows (idempotent: an identical re-send is dropped)
 
@@ -43,15 +43,14 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
-from ragmon.agent.label_input import MAX_BODY_BYTES as MAX_LABEL_BODY_BYTES
-from ragmon.agent.reviewers import KeyAuth
 from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead
 from ragmon.collectors.memory_guard import MemoryGuard
+from ragmon.dashboard import MAX_LABEL_BODY_BYTES, KeyAuth
 from ragmon.sinks.errors import QueryCancelled, QueryRejected, StoreError
 from ragmon.sinks.traffic import Traffic
 
 if TYPE_CHECKING:
-    from ragmon.agent.dashboard import Dashboard, Response
+    from ragmon.dashboard import Dashboard, Response
 
 log = logging.getLogger("ragmon.agent")
 

@@ -18,7 +18,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ragmon.agent.sampling import DecidedTrace, Decision
+from ragmon.sampling import DecidedTrace, Decision
 from ragmon.sinks.errors import StoreError
 
 log = logging.getLogger("ragmon.agent")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ragmon.agent.sampling import DecidedTrace, Decision
+from ragmon.sampling import DecidedTrace, Decision
 from ragmon.sinks.errors import StoreError
 
 log = logging.getLogger("ragmon.agent")

@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Protocol
 from ragmon.agent.health import Component, HealthRegistry
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.agent.rollups import Rollups
-from ragmon.agent.sampling import DecidedTrace, Sampler
 from ragmon.agent.wal import Cursor, Position, WriteAheadLog
 from ragmon.retry import Recovery, RetryPolicy
+from ragmon.sampling import DecidedTrace, Sampler
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
 
@@ -591,4 +591,3 @@ def _log_id(path: Path) -> str:
     tmp.write_text(log_id + "\n")
     os.replace(tmp, path)
     return log_id
-

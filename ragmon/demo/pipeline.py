@@ -71,7 +71,7 @@ def run_through_agent(
     the baseline is the same app. `eval_run`: the app's traffic is that `ragmon eval run`'s, so the report shows
     that run (production views leave eval runs out)."""
     from ragmon.agent.agent import Agent, DataDirInUse
-    from ragmon.agent.commands import chosen_traffic, format_report
+    from ragmon.commands import chosen_traffic, format_report
     from ragmon.settings import load_settings
 
     settings = load_settings(
@@ -140,8 +140,8 @@ def _settle(agent: Any) -> None:
 def _print_kept(agent: Any, out: TextIO, *, evaluation: bool = False) -> None:
     """What the sampler decided in this run (its own counts: the data dir may hold earlier demo runs), in the
     words `ragmon report` uses; of the eval run's traffic when the app's traffic is one."""
-    from ragmon.agent.commands import format_sampler_counts
-    from ragmon.agent.sampling import SamplerConfig
+    from ragmon.commands import format_sampler_counts
+    from ragmon.sampling import SamplerConfig
 
     print("\n" + format_sampler_counts(agent.sampler.counts, evaluation=evaluation), file=out)
     if agent.sampler_config == SamplerConfig.model_validate(DEMO_SAMPLING):
@@ -160,7 +160,7 @@ def _fault_free_app(endpoint: str) -> object:
 
 def demo_alerts_config(judged_minutes: int) -> Any:
     """The demo's rules: judge the last `judged_minutes` minutes against the hour before them."""
-    from ragmon.agent.drift.rules import AlertsConfig
+    from ragmon.drift import AlertsConfig
 
     rule = {
         "window_minutes": 1,
@@ -184,7 +184,7 @@ def demo_alerts_config(judged_minutes: int) -> Any:
 def drift_alerts(agent: Any, out: TextIO, started_s: float, history_app: Callable[[str], object]) -> None:
     """Replay the history hour before the live run, evaluate once as of the end of the live minutes, print."""
     from ragmon.agent.alerting import AlertingService
-    from ragmon.agent.drift.cli import collapse_alert_rows, format_alerts
+    from ragmon.commands import collapse_alert_rows, format_alerts
     from ragmon.demo.history import HISTORY_SERVICE, history_requests, record_traces, send
 
     live = agent.store.span_activity(started_s, service=LIVE_SERVICE)

@@ -23,7 +23,7 @@ EXIT_INTERRUPTED = 130
 
 def add_backeval_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``backeval``'s arguments to ``parser``."""
-    from ragmon.agent.commands import parse_duration_s
+    from ragmon.commands import parse_duration_s
 
     parser.add_argument(
         "--since", type=parse_duration_s, default=7 * 86400.0, help="kept traces that started within, e.g. 7d"

@@ -52,10 +52,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from opentelemetry import context as context_api
 
-from ragmon import _state
+from ragmon import EmbedSpan, GenerateSpan, StageSpan, _state
 from ragmon import attributes as attr
-from ragmon._log import warn_limited
-from ragmon._spans import EmbedSpan, GenerateSpan, StageSpan
+from ragmon.diagnostics import warn_limited
 
 __all__ = ["instrument", "is_instrumented", "provider_for", "uninstrument"]
 

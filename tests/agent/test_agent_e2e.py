@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from ragmon._otlp import encode_spans
+from ragmon.otlp_encoding import encode_spans
 from tests.agent.harness import REPO, AgentProcess
 
 

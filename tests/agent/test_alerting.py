@@ -18,9 +18,9 @@ from ragmon.sinks import Store, open_store
 from ragmon.sinks.traffic import Traffic
 
 from ragmon.agent.alerting import AlertingService
-from ragmon.agent.drift import AlertsConfig
-from ragmon.agent.drift.cli import collapse_alert_rows
-from ragmon.agent.drift.store_source import StoreSignalSource
+from ragmon.commands.alerts import collapse_alert_rows
+from ragmon.drift import AlertsConfig
+from ragmon.drift.store_source import StoreSignalSource
 from tests.support import prometheus
 from tests.support.prometheus import text_of
 from tests.support.span_rows import insert_spans

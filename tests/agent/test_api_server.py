@@ -63,9 +63,7 @@ def test_a_client_that_drops_a_reply_is_not_an_error(
 def test_a_query_passes_its_bound_parameters_to_the_store(body: dict[str, object], status: int, passed: object) -> None:
     calls: list[tuple[object, ...]] = []
 
-    def query(
-        sql: str, params: dict[str, object], tenant: str | None, max_rows: int, tag: str
-    ) -> list[dict[str, int]]:
+    def query(sql: str, params: dict[str, object], tenant: str | None, max_rows: int, tag: str) -> list[dict[str, int]]:
         calls.append((sql, params, tenant, max_rows))
         return [{"n": 1}]
 
@@ -108,13 +106,11 @@ def test_the_reports_reads_send_their_bound_parameters_to_a_running_agent() -> N
     from ragmon.sinks.quality import quality_sql
     from ragmon.sinks.traffic import Traffic
 
-    from ragmon.agent import commands
+    from ragmon.commands import common as commands
 
     calls: list[tuple[str, dict[str, object]]] = []
 
-    def query(
-        sql: str, params: dict[str, object], tenant: str | None, max_rows: int, tag: str
-    ) -> list[dict[str, int]]:
+    def query(sql: str, params: dict[str, object], tenant: str | None, max_rows: int, tag: str) -> list[dict[str, int]]:
         calls.append((sql, params))
         return [{"n": 1}]
 
@@ -123,7 +119,7 @@ def test_the_reports_reads_send_their_bound_parameters_to_a_running_agent() -> N
     server = ApiServer("127.0.0.1", 0, lambda *a: [], query, ApiKeyAuth()).start()
     try:
         for sql, params in sent:
-            assert commands._ask_agent(server.url, "query", {"sql": sql, "sql_params": params}, None) == [{"n": 1}]
+            assert commands.ask_agent(server.url, "query", {"sql": sql, "sql_params": params}, None) == [{"n": 1}]
     finally:
         server.stop()
     assert calls == sent

@@ -8,7 +8,7 @@ from typing import Any
 from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.decisions import DecisionSink
-from ragmon.agent.sampling import DecidedTrace, Decision
+from ragmon.sampling import DecidedTrace, Decision
 
 
 class RecordingStore:

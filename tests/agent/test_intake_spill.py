@@ -9,10 +9,10 @@ import pyarrow as pa
 from ragmon.sinks.errors import PartlyStored, StoreError
 
 from ragmon.agent.intake import WalIntake
-from ragmon.agent.sampling import Sampler
-from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
+from ragmon.sampling import Sampler
+from ragmon.sampling.trace import FRAGMENT_COLUMNS
 
 
 class RecordingStore:

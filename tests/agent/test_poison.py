@@ -28,10 +28,10 @@ from ragmon.sinks import Store, open_store, otlp_views
 from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.intake import WalIntake
-from ragmon.agent.sampling import Sampler
-from ragmon.agent.sampling.trace import FRAGMENT_COLUMNS
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
+from ragmon.sampling import Sampler
+from ragmon.sampling.trace import FRAGMENT_COLUMNS
 
 SPANS_PER_REQUEST = 2
 # An unknown field 7 sent as a group holding one varint: upb skips it, the engine's reader refuses the body.

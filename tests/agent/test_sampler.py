@@ -7,10 +7,10 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from ragmon.agent.sampling import Decision, Sampler, SamplerConfig, TraceFragment
-from ragmon.agent.sampling.composite import CompositePolicy
-from ragmon.agent.sampling.policies.error import ErrorPolicy
-from ragmon.agent.sampling.policies.probabilistic import keeps
+from ragmon.sampling import Decision, Sampler, SamplerConfig, TraceFragment
+from ragmon.sampling.composite import CompositePolicy
+from ragmon.sampling.policies.error import ErrorPolicy
+from ragmon.sampling.policies.probabilistic import keeps
 
 
 class Clock:

@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ragmon.agent.sampling import Decision, Sampler, SamplerConfig, TraceFragment
-from ragmon.agent.sampling.batch import _baseline
-from ragmon.agent.sampling.policies.probabilistic import keeps
+from ragmon.sampling import Decision, Sampler, SamplerConfig, TraceFragment
+from ragmon.sampling.batch import _baseline
+from ragmon.sampling.policies.probabilistic import keeps
 
 _SCHEMA = pa.schema(
     [

@@ -11,7 +11,7 @@ import math
 import random
 from collections import Counter
 
-from ragmon.agent.sampling import Decision, Sampler, SamplerConfig, TraceFragment
+from ragmon.sampling import Decision, Sampler, SamplerConfig, TraceFragment
 from tests.agent.test_sampler_batch import _table
 
 _Z95 = 1.6449  # the standard normal's 95th percentile

@@ -22,8 +22,8 @@ from opentelemetry.trace import Status, StatusCode
 from ragmon.sinks import Store, open_store
 from ragmon.sinks.kept_share import kept_share_sql, summarise
 
-from ragmon._otlp import encode_spans
 from ragmon.agent.agent import Agent
+from ragmon.otlp_encoding import encode_spans
 from ragmon.settings import load_settings
 from tests.support import prometheus
 from tests.support.prometheus import text_of

@@ -8,8 +8,8 @@ from typing import Any
 
 from ragmon.sinks.errors import StoreError
 
-from ragmon.agent.sampling import DecidedTrace, Decision
 from ragmon.agent.sampling_tally import SamplingTally
+from ragmon.sampling import DecidedTrace, Decision
 
 
 class RecordingStore:

@@ -19,13 +19,13 @@ from ragmon.sinks import Store, open_store
 from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.alerting import AlertingService
-from ragmon.agent.drift import AlertsConfig
 from ragmon.agent.health import HealthRegistry
 from ragmon.agent.intake import WalIntake
 from ragmon.agent.judging import JudgeService, Judging
-from ragmon.agent.sampling import Sampler
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
+from ragmon.drift import AlertsConfig
+from ragmon.sampling import Sampler
 from ragmon.settings import JudgeSettings
 from tests.agent.test_alerting import FlakyStore
 from tests.agent.test_intake_spill import RecordingStore

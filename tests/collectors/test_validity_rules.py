@@ -30,7 +30,7 @@ from ragmon.collectors.decode import parse_protobuf
 from ragmon.collectors.validate import MAX_START_TIME_NS, MIN_START_TIME_NS, START_TIME_OUT_OF_RANGE, validate
 from ragmon.sinks import Store, normalise_sql, open_store, otlp_views
 
-from ragmon._otlp import varint
+from ragmon.otlp_encoding import varint
 from tests.collectors.collector_fakes import RecordingConsumer
 from tests.collectors.sql_store import SqlStore
 

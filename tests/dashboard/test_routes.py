@@ -17,8 +17,8 @@ from ragmon.sinks import Store
 from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.api import ApiServer
-from ragmon.agent.dashboard import Dashboard, DashboardQueries, create_dashboard
-from ragmon.agent.dashboard.assets import STATIC_DIR, plotly_js_file
+from ragmon.dashboard import Dashboard, DashboardQueries, create_dashboard
+from ragmon.dashboard.assets import STATIC_DIR, plotly_js_file
 from tests.dashboard.known_rows import insert_traces, payload, request
 
 NOW_S = int(time.time())

@@ -14,7 +14,7 @@ from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.sinks import Store
 
 from ragmon.agent.api import ApiServer
-from ragmon.agent.dashboard import create_dashboard
+from ragmon.dashboard import create_dashboard
 from tests.dashboard.known_rows import Trace, insert_traces, payload, request, score
 
 NOW_S = int(time.time())

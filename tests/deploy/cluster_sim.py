@@ -69,7 +69,7 @@ def _store(work: Path, cluster: str, database: str) -> Any:
     from ragmon.sinks.schema import Topology
     from ragmon.sinks.store import Store
 
-    from ragmon.agent.migrate import schema_sql
+    from ragmon.commands.migrate import schema_sql
 
     engine = work / "chdb"
     config = work / "cluster.xml"

@@ -28,7 +28,7 @@ from ragmon.sinks.schema import (
     ttl_expression,
 )
 
-from ragmon.agent.migrate import add_migrate_arguments, migrate, schema_sql
+from ragmon.commands.migrate import add_migrate_arguments, migrate, schema_sql
 from tests.deploy.cluster_sim import executable, to_engine_variant
 from tests.deploy.conftest import REPO
 

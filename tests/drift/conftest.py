@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmon.agent.drift import InMemorySignalSource, Observation, calibrate
+from ragmon.drift import InMemorySignalSource, Observation, calibrate
 
 # A Monday 00:00 UTC: minute- and hour-aligned, so window arithmetic in tests is easy to read.
 EPOCH_S = 1_767_571_200.0

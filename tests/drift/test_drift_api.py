@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-import ragmon.agent.drift as drift
+import ragmon.drift as drift
 
 
 def test_all_is_unique_and_resolves() -> None:
@@ -27,11 +27,11 @@ def _loaded_after(statement: str, roots: tuple[str, ...]) -> list[str]:
 def test_registering_the_cli_command_loads_no_agent_dependencies() -> None:
     # `ragmon --help` builds every subcommand's parser: `ragmon alerts` must not pull numpy, httpx or the store.
     statement = (
-        "import argparse; from ragmon.agent.drift import cli; cli.add_alerts_arguments(argparse.ArgumentParser())"
+        "import argparse; from ragmon.commands import alerts; alerts.add_alerts_arguments(argparse.ArgumentParser())"
     )
     assert _loaded_after(statement, ("numpy", "httpx", "ragmon.sinks", "ragmon.collectors", "chdb")) == []
 
 
 def test_the_evaluator_does_not_load_the_store_or_receivers() -> None:
     roots = ("ragmon.sinks", "ragmon.collectors", "ragmon.judges", "chdb")
-    assert _loaded_after("from ragmon.agent.drift import AlertEvaluator", roots) == []
+    assert _loaded_after("from ragmon.drift import AlertEvaluator", roots) == []

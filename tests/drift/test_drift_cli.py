@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from ragmon.sinks.alerts_sql import recent_alerts_sql
 
-from ragmon.agent import commands
-from ragmon.agent.drift import AlertRecord
-from ragmon.agent.drift.cli import add_alerts_arguments, alerts, collapse_alert_rows, format_alerts
+from ragmon.commands import alerts as alerts_command
+from ragmon.commands import common as commands
+from ragmon.commands.alerts import add_alerts_arguments, alerts, collapse_alert_rows, format_alerts
+from ragmon.drift import AlertRecord
 
 
 def make(state: str, alert_id: str, fired_at_s: float, resolved_at_s: float | None = None) -> AlertRecord:
@@ -83,7 +84,7 @@ def test_command_prints_json_and_filters_open(monkeypatch: pytest.MonkeyPatch, c
         make("resolved", "b", T0, T0 + 60).to_row(False),
     ]
     # The store read is the boundary here (the store itself is tested in tests/sinks).
-    monkeypatch.setattr(commands, "_read", lambda args, what, **params: rows)
+    monkeypatch.setattr(alerts_command, "read_rows", lambda args, what, **params: rows)
     parser = argparse.ArgumentParser()
     add_alerts_arguments(parser)
     assert alerts(parser.parse_args(["--json", "--open"])) == 0
@@ -95,7 +96,7 @@ def test_command_reports_store_errors(monkeypatch: pytest.MonkeyPatch, capsys: A
     def fail(args: Any, what: str, **params: Any) -> Any:
         raise commands.CommandError("no ragmon store in .ragmon")
 
-    monkeypatch.setattr(commands, "_read", fail)
+    monkeypatch.setattr(alerts_command, "read_rows", fail)
     parser = argparse.ArgumentParser()
     add_alerts_arguments(parser)
     assert alerts(parser.parse_args([])) == 2

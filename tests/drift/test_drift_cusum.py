@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmon.agent.drift import CusumDetector, Level, Transition
-from ragmon.agent.drift.detectors.cusum import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE
+from ragmon.drift import CusumDetector, Level, Transition
+from ragmon.drift.detectors.cusum import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE
 
 
 def make() -> CusumDetector:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmon.agent.drift import (
+from ragmon.drift import (
     ALERT_EXTRA_COLUMNS,
     AlertEvaluator,
     AlertRecord,
@@ -21,7 +21,7 @@ from ragmon.agent.drift import (
     ScopeKey,
     SeriesQuery,
 )
-from ragmon.agent.drift.signals import SampleQuery, WindowPoint
+from ragmon.drift.signals import SampleQuery, WindowPoint
 
 MINUTE = 60.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragmon.agent.drift import Gate, Level, ThresholdDetector, Transition
+from ragmon.drift import Gate, Level, ThresholdDetector, Transition
 
 FIRE, CLEAR = 10.0, 4.0
 

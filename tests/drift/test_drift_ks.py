@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmon.agent.drift import KsDetector, Level, Transition
-from ragmon.agent.drift.detectors import kolmogorov_sf, ks_p_value, ks_statistic
-from ragmon.agent.drift.detectors.ks import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE, critical_d
+from ragmon.drift import KsDetector, Level, Transition
+from ragmon.drift.detectors import kolmogorov_sf, ks_p_value, ks_statistic
+from ragmon.drift.detectors.ks import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE, critical_d
 
 CURRENT_N, BASELINE_N = 100, 1000
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmon.agent.drift import Level, PageHinkleyDetector, Transition
-from ragmon.agent.drift.detectors.page_hinkley import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE
+from ragmon.drift import Level, PageHinkleyDetector, Transition
+from ragmon.drift.detectors.page_hinkley import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE
 
 
 def make() -> PageHinkleyDetector:

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragmon.agent.drift import Level, PsiDetector, Transition
-from ragmon.agent.drift.detectors.psi import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE
+from ragmon.drift import Level, PsiDetector, Transition
+from ragmon.drift.detectors.psi import DOCUMENTED_DELAY_WINDOWS, DOCUMENTED_FALSE_ALARM_RATE
 
 CURRENT_N, BASELINE_N = 200, 2000  # the defaults' minimum sizes: the noisiest case the detector decides on
 

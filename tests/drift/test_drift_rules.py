@@ -7,8 +7,8 @@ import tomllib
 import pytest
 from pydantic import ValidationError
 
-from ragmon.agent.drift import SIGNALS, AlertsConfig, CusumDetector, KsDetector, PsiDetector, ScopeKey
-from ragmon.agent.drift.rules import DETECTOR_KINDS, default_rules
+from ragmon.drift import SIGNALS, AlertsConfig, CusumDetector, KsDetector, PsiDetector, ScopeKey
+from ragmon.drift.rules import DETECTOR_KINDS, default_rules
 
 
 def rule(**fields: object) -> dict[str, object]:

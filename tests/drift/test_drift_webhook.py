@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ragmon.agent.drift import AlertRecord, AlertsConfig, Dispatcher, LogChannel, WebhookChannel, build_channels
+from ragmon.drift import AlertRecord, AlertsConfig, Dispatcher, LogChannel, WebhookChannel, build_channels
 from ragmon.retry import RetryPolicy
 
 # Tiny real delays: the 503 test really sleeps, for a few milliseconds.

@@ -31,7 +31,7 @@ import pytest
 from ragmon.sinks import Store, open_store
 from ragmon.sinks.schema import QUANTILE_ACCURACY
 
-from ragmon.agent.drift import (
+from ragmon.drift import (
     SIGNALS,
     InMemorySignalSource,
     JudgedScore,
@@ -41,7 +41,7 @@ from ragmon.agent.drift import (
     SeriesQuery,
     WindowPoint,
 )
-from ragmon.agent.drift.store_source import StoreSignalSource
+from ragmon.drift.store_source import StoreSignalSource
 from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 

@@ -326,7 +326,7 @@ class SlowDashboard:
         return False
 
     def get(self, path: str, query: str, headers: Any) -> Any:
-        from ragmon.agent.dashboard import Response
+        from ragmon.dashboard import Response
 
         self.started.release()
         cancelled = self.scopes[self.current.tag].wait(60)

@@ -23,7 +23,7 @@ from ragmon.judges.calibration import (
 )
 from ragmon.judges.local_model import MODELS
 
-from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
+from ragmon.commands.judge import add_calibrate_arguments, calibrate
 from tests.judges.conftest import DEV_DATA
 
 needs_dev_data = pytest.mark.skipif(not DEV_DATA.exists(), reason="../shared/data (the shared dev data) is absent")

@@ -32,7 +32,7 @@ from ragmon.judges.local_model import (
 )
 from ragmon.judges.types import RagSample, Verdict
 
-from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
+from ragmon.commands.judge import add_calibrate_arguments, calibrate
 from tests.judges.conftest import DEV_DATA
 
 PASSAGES = [

@@ -1,4 +1,4 @@
-"""`ragmon judge` (via ragmon.agent.judge_commands): the queue status without a store, and loud start-up failures."""
+"""`ragmon judge` (via ragmon.commands.judge): the queue status without a store, and loud start-up failures."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from ragmon.judges.queue import JudgeQueue, Kept
 
 from ragmon import cli
-from ragmon.agent.judge_commands import format_summary
+from ragmon.commands.judge import format_summary
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ragmon.judges.calibration import is_heldout, load_rows
 
-from ragmon.agent.judge_commands import add_calibrate_arguments, calibrate
+from ragmon.commands.judge import add_calibrate_arguments, calibrate
 from tests.judges.conftest import DEV_DATA
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,9 +14,9 @@ from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.sinks import Store
 
 from ragmon.agent.api import ApiServer
-from ragmon.agent.dashboard import create_dashboard, create_review
-from ragmon.agent.label_input import MAX_BODY_BYTES, MAX_NOTE_CHARS
-from ragmon.agent.reviewers import ReadKeys, ReviewerKeys
+from ragmon.dashboard import create_dashboard, create_review
+from ragmon.dashboard.keys import ReadKeys, ReviewerKeys
+from ragmon.dashboard.label_input import MAX_BODY_BYTES, MAX_NOTE_CHARS
 from tests.labels.known_labels import JUDGE, keep, score, trace_id
 
 READ_KEYS = {"acme": "acme-read-key", "globex": "globex-read-key"}

@@ -22,7 +22,7 @@ from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import StoreError
 
 import ragmon
-from ragmon._otlp import encode_spans
+from ragmon.otlp_encoding import encode_spans
 
 REQUESTS_PER_BATCH = 15
 

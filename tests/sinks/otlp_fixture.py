@@ -12,7 +12,7 @@ just a length-delimited field, so field 3 of the envelope *is* the request body.
 
 from __future__ import annotations
 
-from ragmon._otlp import varint
+from ragmon.otlp_encoding import varint
 from tests.support.synth import encode_otlp_request as encode_request  # noqa: F401  (re-exported for the tests)
 
 PROTO_MESSAGE = "Envelope"

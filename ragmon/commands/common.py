@@ -1,0 +1,172 @@
+"""What the commands share: the store options, their settings, the traffic they read, and reading rows from the
+store or from the running agent that owns it (`read_rows`).
+
+Argument definitions only import the standard library; each command imports the agent's parts when it runs, so
+`ragmon --help` and `ragmon demo` never load the store engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration_s(text: str) -> float:
+    """'90s', '30m', '1h', '7d', '2w' or plain seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a duration like 30m, 1h or 7d, got {text!r}")
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
+    if seconds <= 0:  # an empty window reads nothing and says so as "no data", which misleads
+        raise argparse.ArgumentTypeError(f"a window must be longer than zero, got {text!r}")
+    return seconds
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="embedded store directory (default ./.ragmon)")
+    parser.add_argument("--clickhouse-url", help="a ClickHouse server instead of the embedded store")
+    parser.add_argument("--config", type=Path, help="settings file (TOML or JSON)")
+    parser.add_argument("--api-key", help="API key, when the agent requires one (or RAGMON_API_KEY)")
+
+
+def command_settings(args: argparse.Namespace, **agent: Any) -> Any:
+    from ragmon.settings import load_settings
+
+    overrides: dict[str, Any] = {k: v for k, v in agent.items() if v is not None}
+    if args.data_dir is not None:
+        overrides["data_dir"] = args.data_dir
+    if args.clickhouse_url is not None:
+        overrides["clickhouse_url"] = args.clickhouse_url
+    return load_settings({"agent": overrides}, config_file=args.config)
+
+
+def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
+    """--eval-run NAME / --eval: which traffic a command reads (production by default; `ragmon.sinks.traffic`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--eval-run", metavar="NAME", help="only the traffic of this `ragmon eval run` (default: production only)"
+    )
+    group.add_argument("--eval", action="store_true", help="only evaluation traffic: every `ragmon eval run`")
+
+
+def traffic_of(args: argparse.Namespace) -> Any:
+    """The `ragmon.sinks.traffic.Traffic` that --eval-run / --eval ask for; raises CommandError for an empty name."""
+    return chosen_traffic(eval_run=getattr(args, "eval_run", None), evaluation=getattr(args, "eval", False))
+
+
+def chosen_traffic(*, eval_run: str | None = None, evaluation: bool = False) -> Any:
+    """Production traffic by default, else one eval run's (`eval_run`) or every run's (`evaluation`)."""
+    from ragmon.sinks.traffic import Traffic
+
+    try:
+        return Traffic.of(eval_run=eval_run, evaluation=evaluation)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+# -- reading from a store, or from the agent that owns it ----------------------------------------------------------
+class CommandError(Exception):
+    pass
+
+
+def read_rows(args: argparse.Namespace, what: str, **params: Any) -> list[dict[str, Any]]:
+    """Rows of `what` ("report", "labelled_scores" or "query": `sql` with its bound `sql_params`) from the store,
+    or from the running agent that owns the data directory."""
+    from pydantic import ValidationError
+
+    try:
+        settings = command_settings(args)
+    except (ValidationError, ValueError, OSError) as exc:
+        raise CommandError(str(exc)) from exc
+    api_key = args.api_key or _env_api_key()
+    if settings.agent.clickhouse_url:
+        return _read_store(settings, what, params)
+    from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
+
+    try:
+        claimed = claim_or_find_agent(Path(settings.agent.data_dir))
+    except DataDirUnavailable as exc:
+        raise CommandError(str(exc)) from exc
+    if isinstance(claimed, str):
+        return ask_agent(claimed, what, params, api_key)
+    try:
+        return _read_store(settings, what, params)
+    finally:
+        claimed.release()
+
+
+def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    from ragmon.sinks import open_store
+    from ragmon.sinks.errors import StoreError
+
+    try:
+        store = open_store(settings.agent.clickhouse_url or Path(settings.agent.data_dir) / "chdb")
+    except StoreError as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        if what == "report":
+            return store.report(params["since_s"], feature=params.get("feature"), traffic=params["traffic"])
+        if what == "labelled_scores":
+            return store.labelled_scores(params["since_s"], judge_version=params.get("judge_version"))
+        return store.query(
+            params["sql"], params.get("sql_params"), max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True
+        )
+    except StoreError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        store.close()
+
+
+def ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None) -> list[dict[str, Any]]:
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    if what == "report":
+        from urllib.parse import urlencode
+
+        query = {"since_s": params["since_s"], **params["traffic"].to_params()}
+        if params.get("feature"):
+            query["feature"] = params["feature"]
+        query_string = urlencode(query)
+        request = urllib.request.Request(f"{api}/api/report?{query_string}", headers=headers)
+    elif what == "labelled_scores":
+        from urllib.parse import urlencode
+
+        wanted = {"since_s": params["since_s"]}
+        if params.get("judge_version") is not None:
+            wanted["judge_version"] = params["judge_version"]
+        request = urllib.request.Request(f"{api}/api/labels/scored?{urlencode(wanted)}", headers=headers)
+    else:
+        query_body = {
+            "sql": params["sql"],
+            "params": params.get("sql_params") or {},  # the values travel bound, as the store would take them
+            "max_rows": params.get("max_rows", 10_000),
+        }
+        body = json.dumps(query_body).encode()
+        request = urllib.request.Request(f"{api}/api/query", data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            rows: list[dict[str, Any]] = json.loads(response.read())
+            return rows
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # not our JSON error body: show it raw
+            detail = json.loads(detail)["error"]
+        raise CommandError(f"the agent answered {exc.code}: {detail}") from exc
+    except OSError as exc:
+        raise CommandError(f"cannot reach the agent at {api}: {exc}") from exc
+
+
+def _env_api_key() -> str | None:
+    import os
+
+    return os.environ.get("RAGMON_API_KEY") or None

@@ -1,0 +1,222 @@
+"""`ragmon report`: latency, errors, tokens and cost per feature and stage, what the tail sampler kept, and judged
+quality, over one window of one traffic."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from ragmon.commands.common import (
+    CommandError,
+    add_store_options,
+    add_traffic_arguments,
+    parse_duration_s,
+    read_rows,
+    traffic_of,
+)
+
+REPORT_FIELDS = (
+    "feature",
+    "stage",
+    "requests",
+    "error_rate",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "ttft_p95_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cost_per_request_usd",
+)
+
+
+def format_sampler_counts(counts: Mapping[str, int], *, evaluation: bool = False) -> str:
+    """A sampler's own decision counts (`Sampler.counts`: `kept:<reason>`, `decided:skip|drop`; an eval run's under
+    `eval:`) as the kept share `ragmon report` prints: production's, or with `evaluation` the eval runs'."""
+    from ragmon.sampling import decision_counts
+    from ragmon.sinks.kept_share import format_kept_share, summarise
+
+    rows = []
+    for key, n in decision_counts(counts, evaluation=evaluation).items():
+        if key.startswith("kept:"):
+            rows.append({"feature": "", "outcome": "keep", "reason": key.split(":", 1)[1], "traces": n})
+        elif key in ("decided:skip", "decided:drop"):
+            rows.append({"feature": "", "outcome": key.split(":", 1)[1], "reason": "", "traces": n})
+    return format_kept_share(summarise(rows))
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--since", type=parse_duration_s, default=3600.0, help="window, e.g. 15m, 1h, 7d (default 1h)")
+    parser.add_argument("--feature", help="only this feature")
+    add_traffic_arguments(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...]}, the sections of the text',
+    )
+    add_store_options(parser)
+
+
+def report(args: argparse.Namespace) -> int:
+    try:
+        traffic = traffic_of(args)
+        rows = read_rows(args, "report", since_s=args.since, feature=args.feature, traffic=traffic)
+    except CommandError as exc:
+        print(f"ragmon report: {exc}", file=sys.stderr)
+        return 2
+    sampling, sampling_error = _kept_share(args, traffic)
+    quality, quality_error = _quality(args, traffic)
+    if args.json:
+        unavailable = {"sampling": sampling_error, "quality": quality_error}
+        document = {
+            "since_s": args.since,
+            "feature": args.feature,
+            "traffic": traffic.label(),
+            "stages": rows,
+            "sampling": sampling,
+            "quality": quality,
+            "unavailable": {section: error for section, error in unavailable.items() if error},
+        }
+        print(json.dumps(document, default=str))
+        return 0
+    from ragmon.sinks.kept_share import format_kept_share
+
+    # Say which traffic this is: evaluation runs are kept out of production figures, and how to see them.
+    aside = "; evaluation runs: --eval or --eval-run NAME" if traffic.is_production else ""
+    print(f"traffic: {traffic.label()}{aside}")
+    print(format_report(rows))
+    print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
+    print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
+    return 0
+
+
+def _kept_share(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
+    """What the tail sampler kept over the same window, by reason (read like the quality section)."""
+    import time
+
+    from ragmon.sinks.kept_share import kept_share_sql, summarise
+
+    end_s = int(time.time())
+    sql, sql_params = kept_share_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
+    try:
+        return summarise(read_rows(args, "query", sql=sql, sql_params=sql_params)), ""
+    except CommandError as exc:
+        return None, str(exc)
+
+
+def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any]] | None, str]:
+    """Judged quality over the same window, read with the query path (a running agent's API too). A store or
+    agent that cannot answer it (older schema, no scores table) costs this section, never the report."""
+    import time
+
+    from ragmon.sinks.quality import assemble_quality, quality_sql
+
+    end_s = int(time.time())
+    sql, sql_params = quality_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
+    try:
+        return assemble_quality(read_rows(args, "query", sql=sql, sql_params=sql_params)), ""
+    except CommandError as exc:
+        return None, str(exc)
+
+
+def format_quality(rows: list[dict[str, Any]]) -> str:
+    """Per feature, day, metric and judge version: the mean over kept traces and the mean weighted back to all
+    traffic (1 / inclusion probability), each with its 95 % interval."""
+    if not rows:
+        return "judged quality: no scores in this window"
+    headers = ("feature", "day", "metric", "judge", "ok/judged", "kept mean [95% CI]", "all traffic [95% CI]", "flags")
+    table = [headers]
+    for row in rows:
+        weighted = row["weighted"]
+        flags = []
+        if row["refusals"]:
+            flags.append(f"{row['refusals']} refusal")
+        if row["unparseable"]:
+            flags.append(f"{row['unparseable']} unparseable")
+        if row["unknown_weight"]:
+            flags.append(f"{row['unknown_weight']} without weight")
+        table.append(
+            (
+                row["feature"],
+                row["day"],
+                row["metric"],
+                row["judge_version"],
+                f"{row['ok']}/{row['judged']}",
+                _estimate(row["kept"]),
+                _estimate(weighted) + (f" ≈{weighted['traffic']:.0f} traces" if weighted["mean"] is not None else ""),
+                ", ".join(flags) or "-",
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    out = ["judged quality (kept traces, and weighted back to all traffic)"]
+    out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    out.insert(2, "  ".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
+def _estimate(estimate: dict[str, Any]) -> str:
+    if estimate["mean"] is None:
+        return "-"
+    if estimate["ci_low"] is None:
+        return f"{estimate['mean']:.3f} [n<2]"
+    return f"{estimate['mean']:.3f} [{estimate['ci_low']:.3f}, {estimate['ci_high']:.3f}]"
+
+
+def format_report(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no spans in this window"
+    headers = (
+        "feature",
+        "stage",
+        "requests",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "ttft p95",
+        "tokens in/out",
+        "cost $",
+        "$/request",
+    )
+    table = [headers]
+    for row in rows:
+        table.append(
+            (
+                str(row["feature"]),
+                str(row["stage"]),
+                str(row["requests"]),
+                f"{row['error_rate'] * 100:.1f}%",
+                _ms(row["p50_ms"]),
+                _ms(row["p95_ms"]),
+                _ms(row["p99_ms"]),
+                _ms(row.get("ttft_p95_ms")),
+                f"{row['input_tokens']}/{row['output_tokens']}",
+                "-" if row["cost_usd"] is None else f"{row['cost_usd']:.4f}",
+                "-" if row["cost_per_request_usd"] is None else f"{row['cost_per_request_usd']:.6f}",
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    out = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in table]
+    out.insert(1, "  ".join("-" * width for width in widths))
+    # Per model only where a stage used more than one: elsewhere the row above says it all.
+    models = [
+        (row["feature"], row["stage"], m) for row in rows if len(row.get("models", [])) > 1 for m in row["models"]
+    ]
+    if models:
+        out.append("")
+        out.append("per model: feature / stage / model: requests, p95 ms, cost $")
+        for feature, stage, model in models:
+            cost = "-" if model.get("cost_usd") is None else f"{model['cost_usd']:.4f}"
+            out.append(
+                f"  {feature} / {stage} / {model.get('model') or '-'}: {model.get('requests')}, "
+                f"{_ms(model.get('p95_ms'))}, {cost}"
+            )
+    return "\n".join(out)
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}"

@@ -1,9 +1,8 @@
-"""The agent: the one place where receivers, the write-ahead log, the store writer, the sampler and the store are
-wired together (`ragmon serve` runs one).
+"""The agent: the one place where the receivers, the span's pipeline (`pipeline.py`: log, store, sample, keep,
+queue, roll up, judge), drift alerts, the API and dashboard, and the store are wired together (`ragmon serve` runs
+one).
 
-    receivers (HTTP, gRPC) ─▶ WalIntake ─▶ write-ahead log ─▶ StoreWriter ─▶ store (spans, span_content, rollups)
-                                                                   │
-                                                                   └▶ Sampler ─▶ DecisionSink ─▶ payloads
+    receivers (HTTP, gRPC) ─▶ Pipeline (intake … scores) ─▶ store ◀─ API, dashboard, alerting
 
 The data directory has one owner: the agent holds an exclusive lock on `agent.lock` and writes where its API
 listens to `agent.json`, so `ragmon report`/`query` on the same directory ask the agent instead of opening the
@@ -28,15 +27,11 @@ from prometheus_client.registry import CollectorRegistry
 
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
-from ragmon.agent.decisions import DecisionSink
 from ragmon.agent.health import HealthRegistry
-from ragmon.agent.intake import IngestSeq, WalIntake
-from ragmon.agent.judging import JudgeEndpoints, Judging
+from ragmon.agent.judging import JudgeEndpoints
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
+from ragmon.agent.pipeline import Pipeline
 from ragmon.agent.ports import check_ports_free
-from ragmon.agent.sampling_tally import SamplingTally
-from ragmon.agent.wal import WriteAheadLog
-from ragmon.agent.writer import StoreWriter
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.exposition import metrics_registry, render_metrics
@@ -44,7 +39,7 @@ from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.dashboard import ReadKeys, ReviewerKeys, create_dashboard, create_review
 from ragmon.drift import AlertsConfig
 from ragmon.pricing import load_price_table
-from ragmon.sampling import DecidedTrace, Sampler, SamplerConfig, decision_counts
+from ragmon.sampling import Sampler, SamplerConfig, decision_counts
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store, otlp_views
 from ragmon.sinks.read_budget import QueryBudgets
@@ -163,7 +158,7 @@ class Agent:
             self.memory.limit_bytes,
             high_water_bytes=self.memory.high_water_bytes,
             low_water_bytes=self.memory.low_water_bytes,
-            idle=lambda: self.intake.backlog[0] == 0,  # read once started, when the intake exists
+            idle=lambda: self.pipeline.intake.backlog[0] == 0,  # read once started, when the intake exists
         )
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -191,33 +186,12 @@ class Agent:
             log.info("memory: %s", describe(self.memory))
             if (too_small := limit_warning(agent)) is not None:
                 log.warning(too_small)
-            self.wal = WriteAheadLog(
-                self.data_dir / "wal",
-                fsync=agent.fsync,
-                fsync_interval_ms=agent.fsync_interval_ms,
-                max_bytes=agent.wal_max_bytes,
-            )
-            self.intake = WalIntake(self.wal, max_backlog_bytes=self.memory.backlog_bytes)
             self.sampler = Sampler(self.sampler_config, p95_lookup=self._recent_p95)
             self._seed_request_latency()
-            # Kept traces are queued whoever judges them (this agent, or `ragmon judge` workers).
-            self.judging = Judging.start(self.settings.judge, self.store, self.data_dir, health=self.health)
-            self.decisions = DecisionSink(self.store, on_copied=self._queue_for_judging)
-            self.tally = SamplingTally(self.store)
-            self.writer = StoreWriter(
-                self.intake,
-                self.wal,
-                self.store,
-                self.sampler,
-                self._on_decided,
-                self.data_dir / "state",
-                seq=IngestSeq(agent.instance),
-                batch_max_bytes=self.memory.insert_batch_bytes,
-                decisions_low_water=self.decisions.low_water_seq,
-                health=self.health,
-            )
-            self.writer.recover()
-            self.writer.start()
+            # The span's path from the log to a score (pipeline.py); the receivers below feed its intake.
+            self.pipeline = Pipeline(
+                self.settings, self.memory, self.store, self.sampler, self.data_dir, health=self.health
+            ).start()
             self.alerting = start_alerting(self.alerts_config, self.store, health=self.health)
             self.memory_guard.start()
             self._start_receivers()
@@ -257,7 +231,7 @@ class Agent:
         host, port = split_host_port(agent.otlp_http, "--otlp-http")
         self.receivers.append(
             HttpReceiver(
-                self.intake,
+                self.pipeline.intake,
                 host=host,
                 port=port,
                 auth=self.auth,
@@ -272,7 +246,7 @@ class Agent:
             host, port = split_host_port(agent.otlp_grpc, "--otlp-grpc")
             self.receivers.append(
                 GrpcReceiver(
-                    self.intake,
+                    self.pipeline.intake,
                     host=host,
                     port=port,
                     auth=self.auth,
@@ -295,24 +269,12 @@ class Agent:
                 store.cancel_reads()  # a runaway read must not hold the shutdown for its whole budget
             self.api.stop()
             self.api = None
-        writer = getattr(self, "writer", None)
-        if writer is not None:
-            writer.stop(timeout_s)
-            self.decisions.flush()
-            writer.save_sampler_cursor_after_decisions()
-            try:
-                self.tally.flush()
-            except Exception:  # the store went away: a few seconds of counts, said in the log
-                log.exception("could not write the last sampling counts")
         if self.alerting is not None:
             self.alerting.stop(timeout_s)
             self.alerting = None
-        judging = getattr(self, "judging", None)
-        if judging is not None:
-            judging.stop(timeout_s)
-        wal = getattr(self, "wal", None)
-        if wal is not None:
-            wal.close()
+        pipeline = getattr(self, "pipeline", None)
+        if pipeline is not None:
+            pipeline.stop(timeout_s)
         if store is not None and self._store is None:
             store.close()
         if self._lock is not None:
@@ -330,22 +292,11 @@ class Agent:
         for (tenant, feature), durations_ms in recent.items():
             window.add(tenant, feature, durations_ms)
 
-    def _on_decided(self, decided: list[DecidedTrace]) -> None:
-        """The sampler's decisions: kept traces' text to `payloads` (and the judges), every decision counted."""
-        self.decisions(decided)
-        self.tally(decided)
-
     # -- what the API and the sampler read -------------------------------------------------------------------
     def _report(
         self, since_s: float, feature: str | None, tenant: str | None, traffic: Traffic = PRODUCTION
     ) -> list[dict[str, Any]]:
         return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
-
-    def _queue_for_judging(self, kept: list[dict[str, Any]]) -> None:
-        """Queue traces whose payload was just copied, each with its root span id (the sampler's fragment query
-        reads it beside the root's duration, at no extra query): the span its evaluation events are parented to."""
-        roots = {(row["tenant"], row["trace_id"]): row["root_span_id"] for row in kept if row.get("root_span_id")}
-        self.judging.enqueue(kept, roots)
 
     def _query(
         self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int, tag: str
@@ -393,20 +344,20 @@ class Agent:
 
     def collect(self) -> Iterator[Metric]:
         """The agent's families, read from the counts its parts keep (a prometheus_client collector)."""
-        requests, backlog_bytes = self.intake.backlog
+        requests, backlog_bytes = self.pipeline.intake.backlog
         yield GaugeMetricFamily("ragmon_queue_requests", "Acknowledged requests waiting for the store.", requests)
         yield GaugeMetricFamily(
             "ragmon_queue_bytes", "Bytes of acknowledged requests waiting for the store.", backlog_bytes
         )
-        yield GaugeMetricFamily("ragmon_wal_bytes", "Bytes held by the write-ahead log.", self.wal.bytes_total)
+        yield GaugeMetricFamily("ragmon_wal_bytes", "Bytes held by the write-ahead log.", self.pipeline.wal.bytes_total)
         # Counter families are named without _total: prometheus_client appends it (ragmon_intake_refused_total).
         refused = CounterMetricFamily(
             "ragmon_intake_refused", "Requests refused with back-pressure, by reason.", labels=["reason"]
         )
-        for reason, n in sorted(self.intake.refused.items()):
+        for reason, n in sorted(self.pipeline.intake.refused.items()):
             refused.add_metric([reason], n)
         yield refused
-        writer = self.writer.counts
+        writer = self.pipeline.writer.counts + self.pipeline.sampling.counts
         yield CounterMetricFamily("ragmon_spans_stored", "Spans stored.", writer["spans_stored"])
         yield CounterMetricFamily("ragmon_store_batches", "Batches stored.", writer["batches"])
         seconds = CounterMetricFamily(
@@ -415,13 +366,13 @@ class Agent:
             "(payload copies and judge queue), roll_up (the per-minute rollup).",
             labels=["phase"],
         )
-        for phase, s in sorted(self.writer.seconds.items()):
+        for phase, s in sorted({**self.pipeline.writer.seconds, **self.pipeline.sampling.seconds}.items()):
             seconds.add_metric([phase], round(s, 6))
         yield seconds
         yield GaugeMetricFamily(
             "ragmon_rollup_lag_seconds",
             "How long the oldest stored range has waited to enter the per-minute rollup (the report trails by this).",
-            round(self.writer.rollups.lag_s(), 3),
+            round(self.pipeline.sampling.rollups.lag_s(), 3),
         )
         errors = CounterMetricFamily("ragmon_store_errors", "Store errors, by kind.", labels=["kind"])
         errors.add_metric(["retryable"], writer["store_retries"])
@@ -477,7 +428,7 @@ class Agent:
         decisions = CounterMetricFamily(
             "ragmon_sampler_decisions", "Sampling decisions, by decision and trigger.", labels=["decision", "by"]
         )
-        for key, n in sorted(self.decisions.counts.items()):
+        for key, n in sorted(self.pipeline.decisions.counts.items()):
             decision, _, by = key.partition(":")
             if decision in {"keep", "skip", "drop"}:
                 decisions.add_metric([decision, by], n)
@@ -517,9 +468,9 @@ class Agent:
         yield CounterMetricFamily(
             "ragmon_payloads_copied",
             "Kept traces whose text went to payloads.",
-            self.decisions.counts["payloads_copied"],
+            self.pipeline.decisions.counts["payloads_copied"],
         )
         # Read here, not registered apart: alerting starts with the agent, after the registry can exist.
         if self.alerting is not None:
             yield from self.alerting.collect()
-        yield from self.judging.collect()
+        yield from self.pipeline.judging.collect()

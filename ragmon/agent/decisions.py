@@ -34,13 +34,11 @@ class DecisionSink:
         store: PayloadStore,
         *,
         max_waiting: int = 100_000,
-        on_copied: Callable[[list[dict[str, Any]]], object] | None = None,
         copy_interval_s: float = 2.0,
         copy_batch: int = 8_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
-        self.on_copied = on_copied  # e.g. enqueue the kept traces for the judges
         self.counts: Counter[str] = Counter()
         self.copy_interval_s = copy_interval_s
         self.copy_batch = copy_batch
@@ -48,9 +46,10 @@ class DecisionSink:
         self._waiting: deque[dict[str, Any]] = deque(maxlen=max_waiting)
         self._copied_at = float("-inf")
 
-    def __call__(self, decided: list[DecidedTrace]) -> None:
+    def __call__(self, decided: list[DecidedTrace]) -> list[dict[str, Any]]:
         """Count `decided` and queue its kept traces; copy what waits when a batch is full or the interval has
-        passed. Call it on every sampler tick, even with nothing decided, so waiting copies are not held back."""
+        passed, and return the kept traces copied now. Call it on every sampler tick, even with nothing decided, so
+        waiting copies are not held back."""
         for trace in decided:
             self.counts[trace.decision + ":" + trace.decided_by] += 1
             if trace.decision is Decision.KEEP:
@@ -67,12 +66,14 @@ class DecisionSink:
                     }
                 )
         if len(self._waiting) >= self.copy_batch or self._clock() - self._copied_at >= self.copy_interval_s:
-            self.flush()
+            return self.flush()
+        return []
 
-    def flush(self) -> None:
-        """Copy every waiting kept trace now (also at shutdown)."""
+    def flush(self) -> list[dict[str, Any]]:
+        """Copy every waiting kept trace now (also at shutdown); returns those copied. The ones a retryable store
+        error refused stay waiting; the ones the store refused for good are counted and dropped."""
         if not self._waiting:
-            return
+            return []
         self._copied_at = self._clock()
         kept = list(self._waiting)
         try:
@@ -80,18 +81,14 @@ class DecisionSink:
         except StoreError as exc:
             if exc.retryable:
                 self.counts["payload_copy_retries"] += 1
-                return  # they stay waiting
+                return []  # they stay waiting
             self.counts["payload_copies_failed"] += len(kept)
             log.error("store refused to copy %d payloads: %s", len(kept), exc)
+            kept = []
         else:
             self.counts["payloads_copied"] += len(kept)
-            if self.on_copied is not None:
-                try:
-                    self.on_copied(kept)
-                except Exception:  # judging is downstream of storage: its failure must not lose decisions
-                    self.counts["judge_enqueue_errors"] += len(kept)
-                    log.exception("could not enqueue %d kept traces for judging", len(kept))
         self._waiting.clear()
+        return kept
 
     def low_water_seq(self) -> int | None:
         """The oldest first ingest seq of a kept trace still waiting for its copy (None when none waits): the

@@ -1,20 +1,14 @@
-"""The store writer: moves logged requests into the store in batches and feeds the tail sampler.
+"""The store stage: moves logged requests into the store in batches and hands each stored range on.
 
-Two threads, each owning its part, so neither needs locks beyond the hand-over of one range of sequence numbers.
-The writer thread owns the store's write path:
+The writer's thread owns the store's write path:
 
 1. take the next durable requests from the intake (a contiguous range of the write-ahead log);
 2. journal the range (`batch.pending`) before inserting it, so a crash mid-insert re-sends *the same* range with
    *the same* deduplication token — the store drops it if it had landed, everywhere including the rollups;
 3. insert: the engine decodes the OTLP protobuf and normalises every span (no Python per span);
-4. move the store cursor past the range, clear the journal, trim the log, hand the range to the sampling thread.
-
-The sampling thread owns the sampler: it asks the store for per-trace fragments of the ranges stored since it
-last looked (one query for all of them when it fell behind), gives them to the sampler, acts on decided traces
-and persists where a restarted sampler must look back from. It reads on the store's read connection, so on the
-embedded engine its queries run on the second core while the next batch is inserted, instead of after it. It also
-feeds the per-minute rollup with the ranges whose traces the sampler has all decided (`rollups.py`: what is a call
-is known only once a trace's upper spans are in).
+4. move the store cursor past the range, clear the journal, trim the log, hand the range to the sampling stage
+   (`sampling_loop.StoredRanges`; a range handed over is durable in the store, and the sampler cursor, not this
+   hand-off, makes sure it is sampled after a crash).
 
 A retryable store error (server down, timeouts) is retried with backoff while requests keep queueing in the log
 (receivers push back when it is full). A batch the store rejects for good (a request the engine cannot parse) is
@@ -49,21 +43,17 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ragmon.agent.health import Component, HealthRegistry
 from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
-from ragmon.agent.rollups import Rollups
+from ragmon.agent.sampling_loop import StoredRanges
 from ragmon.agent.wal import Cursor, Position, WriteAheadLog
 from ragmon.retry import Recovery, RetryPolicy
-from ragmon.sampling import DecidedTrace, Sampler
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 log = logging.getLogger("ragmon.agent")
 _QUARANTINE_LOG_EVERY_S = 60.0
@@ -72,26 +62,15 @@ _QUARANTINE_LOG_EVERY_S = 60.0
 class WriteStore(Protocol):
     def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
 
-    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table: ...
-
-    def roll_up(
-        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
-    ) -> None: ...
-
-
-DecisionHandler = Callable[[list[DecidedTrace]], None]
-
 
 class _Stopping(Exception):
     """Raised inside the writer when a shutdown interrupts a retry."""
 
 
-# How long each of the writer's loops may go without a heartbeat before it counts as stalled (ragmon.agent.health).
-# Each beats at least every `tick_interval_s` when idle and after each failed try (5 s apart at most for inserts, 10 s
-# for sampling and roll-ups): what exceeds two minutes is one store call that does not return.
+# How long the writer may go without a heartbeat before it counts as stalled (ragmon.agent.health). It beats at least
+# every `tick_interval_s` when idle and after each failed try (5 s apart at most): what exceeds two minutes is one
+# store call that does not return.
 WRITER_STALL_AFTER_S = 120.0
-SAMPLING_STALL_AFTER_S = 120.0
-ROLLUPS_STALL_AFTER_S = 120.0
 
 
 class StoreWriter:
@@ -100,45 +79,32 @@ class StoreWriter:
         intake: WalIntake,
         wal: WriteAheadLog,
         store: WriteStore,
-        sampler: Sampler,
-        on_decided: DecisionHandler,
         state_dir: Path,
         *,
+        ranges: StoredRanges | None = None,
         batch_max_requests: int = 256,
         batch_max_spans: int = 131_072,
         batch_max_bytes: int = 32 * 1024 * 1024,  # agent.insert_batch_max_bytes: memory against throughput
         tick_interval_s: float = 0.1,
         policy: RetryPolicy | None = None,
         seq: IngestSeq | None = None,
-        decisions_low_water: Callable[[], int | None] | None = None,
         health: HealthRegistry | None = None,
     ) -> None:
         self.intake = intake
-        # The oldest ingest seq of a decided trace whose consequence (a kept trace's payload copy, and with it its
-        # place in the judge queue) is not durable yet: the sampler cursor stays before it, so a kill -9 in
-        # between re-decides the trace at the next start instead of losing it.
-        self.decisions_low_water = decisions_low_water
         self.wal = wal
-        # Where the three loops report (components `writer`, `sampling`, `rollups`). An insert the store refuses for
-        # a while is retried inside the writer's step (`_insert_with_retry`), which reports each failed try.
-        self._health: tuple[Component, Component, Component] | None = None
-        if health is not None:
-            self._health = (
-                health.component("writer", stall_after_s=WRITER_STALL_AFTER_S),
-                health.component("sampling", stall_after_s=SAMPLING_STALL_AFTER_S),
-                health.component("rollups", stall_after_s=ROLLUPS_STALL_AFTER_S),
-            )
+        # Where the loop reports (component `writer`). An insert the store refuses for a while is retried inside the
+        # writer's step (`_insert_with_retry`), which reports each failed try.
+        self._health: Component | None = (
+            health.component("writer", stall_after_s=WRITER_STALL_AFTER_S) if health is not None else None
+        )
         self.store = store
-        self.sampler = sampler
-        self.on_decided = on_decided
+        self.ranges = ranges or StoredRanges()  # a writer driven by hand hands its ranges to nobody
         self.state_dir = Path(state_dir)
         self.seq = seq or IngestSeq()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.log_id = _log_id(self.state_dir / "log.id")
         self.cursor = Cursor(self.state_dir / "store.cursor")
         self.journal = Cursor(self.state_dir / "batch.pending")
-        self.sampler_cursor = Cursor(self.state_dir / "sampler.cursor")
-        self.rollups = Rollups(store, self.state_dir, self.seq, self.log_id)
         self.batch_max_requests = batch_max_requests
         self.batch_max_spans = batch_max_spans
         self.batch_max_bytes = batch_max_bytes
@@ -147,26 +113,18 @@ class StoreWriter:
         self.counts: Counter[str] = Counter()
         self._quarantine_said_s = float("-inf")  # when a quarantine was last logged, and the count then
         self._quarantined_when_said = 0
-        # Where the writer's time goes (wall seconds per phase): it is the agent's throughput limit, so an operator
-        # (and benchmarks/ingest.py) can see whether inserting, the sampler's queries or payload copies bound it.
+        # Where the writer's time goes (wall seconds inserting; the sampling stage counts its own phases): it is the
+        # agent's throughput limit, so an operator (and benchmarks/ingest.py) can see what bounds it.
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.last_error = ""
         self._stored: Position | None = None  # the store cursor, mirrored in memory
-        self._sampler_saved_at_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Stored but not yet sampled: one contiguous range of ingest sequence numbers (the writer extends it, the
-        # sampling thread takes it whole), and the last sequence number the sampler has seen.
-        self._unsampled: tuple[int, int] | None = None
-        self._sampled_to: int | None = None
-        self._sampling = threading.Condition()
-        self._stop_sampling = threading.Event()
-        self._sampling_thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
-    def recover(self) -> None:
-        """After a restart: finish a journaled batch, queue what the log holds past the cursor, and give the
-        sampler back the traces it had not decided (from the store, by ingest sequence)."""
+    def recover(self) -> Position | None:
+        """After a restart: finish a journaled batch and queue what the log holds past the cursor. Returns the
+        store cursor (the sampling stage recovers from it)."""
         stored = self._stored = self.cursor.load()
         pending = self.journal.load()
         head: list[PendingRequest] = []  # the journaled batch: at most one batch, so it fits in memory
@@ -183,22 +141,14 @@ class StoreWriter:
             self._store(head)
             self._advance(head[-1].position)
             self.counts["recovered_batches"] += 1
-        self.rollups.recover(self._stored)
-        # No sampler cursor yet: the sampler never saved one (an agent killed within its first second), so it has
-        # seen nothing for sure — from the log's start. Its ranges are then rolled up once it has decided them.
-        low_water = self.sampler_cursor.load() or Position(0, 0)
-        if self._stored is not None and low_water <= self._stored:
-            self._feed(self.seq.of(low_water), self.seq.of(self._stored))
-            self._sampled_to = self.seq.of(self._stored)
+        return self._stored
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ragmon-store-writer", daemon=True)
         self._thread.start()
-        self._sampling_thread = threading.Thread(target=self._run_sampling, name="ragmon-sampler", daemon=True)
-        self._sampling_thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Store what is queued (within the timeout), sample it, decide every held trace, stop."""
+        """Store what is queued (within the timeout), stop."""
         deadline = time.monotonic() + timeout_s
         while self.intake.backlog[0] and time.monotonic() < deadline and self._thread and self._thread.is_alive():
             time.sleep(0.02)
@@ -207,28 +157,10 @@ class StoreWriter:
             self.intake.ready.notify_all()
         if self._thread is not None:
             self._thread.join(max(0.1, deadline - time.monotonic()))
-        self._stop_sampling.set()
-        with self._sampling:
-            self._sampling.notify_all()
-        if self._sampling_thread is not None:
-            self._sampling_thread.join(max(0.1, deadline - time.monotonic()))
-            if self._sampling_thread.is_alive():  # stuck on the store: it still owns the sampler, leave it be
-                log.warning("sampling did not finish within the shutdown deadline; held traces stay undecided")
-                return
-        try:
-            self.sample_stored()
-        except Exception:  # the store went away: the sampler cursor makes the next start sample these
-            log.exception("could not sample the last stored requests before stopping")
-        self._handle(self.sampler.flush())
-        self._save_sampler_cursor()
-        try:
-            self.roll_up(final=True)
-        except Exception:  # the store went away: the next start rolls these ranges up
-            log.exception("could not roll up the last stored requests before stopping")
 
-    # -- the loops -----------------------------------------------------------------------------------------
+    # -- the loop -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        health = self._health[0] if self._health else None
+        health = self._health
         recovery = Recovery("store writer", log)
         try:
             while not self._stop.is_set():
@@ -256,102 +188,6 @@ class StoreWriter:
             if health is not None:
                 health.stopped(expected=self._stop.is_set())
 
-    def _run_sampling(self) -> None:
-        sampling, rollups = (self._health[1], self._health[2]) if self._health else (None, None)
-        recovery = Recovery("sampling", log)
-        retry_at_s = -float("inf")  # after a failed try, the next one not before this
-        next_tick = time.monotonic()
-        try:
-            while not self._stop_sampling.is_set():
-                with self._sampling:
-                    now = time.monotonic()
-                    if self._unsampled is None or now < retry_at_s:
-                        # a range waiting while sampling backs off must not wake the loop at once, again and again
-                        wake_at_s = next_tick if self._unsampled is None else min(next_tick, retry_at_s)
-                        self._sampling.wait(max(0.0, wake_at_s - now))
-                now = time.monotonic()
-                tick = now >= next_tick
-                if now >= retry_at_s and (tick or self._unsampled is not None):
-                    try:
-                        self.sample_stored()
-                        if tick:
-                            self._handle(self.sampler.tick())
-                            if now - self._sampler_saved_at_s >= 1.0:
-                                self._save_sampler_cursor()
-                                self._sampler_saved_at_s = now
-                    except Exception as exc:  # sampling must outlive any bug or store outage; the range waits
-                        self.counts["sampling_errors"] += 1
-                        retry_at_s = time.monotonic() + recovery.failed(exc)
-                        if sampling is not None:
-                            sampling.failing(exc)
-                    else:
-                        recovery.succeeded()
-                        if sampling is not None:
-                            sampling.ok()
-                if not tick:
-                    continue
-                next_tick = now + self.tick_interval_s
-                try:  # after sampling's own fault too: ranges already decided can still be rolled up
-                    self.roll_up()
-                except Exception as exc:  # logged by Rollups, which holds its next try off for a backoff
-                    self.counts["rollup_errors"] += 1
-                    if rollups is not None:
-                        rollups.failing(exc)
-                else:
-                    if rollups is not None:
-                        if self.rollups.recovery.failing:  # backing off: still failing, and alive
-                            rollups.failing(self.rollups.recovery.last_error)
-                        else:
-                            rollups.ok()
-        finally:
-            for component in (sampling, rollups):
-                if component is not None:
-                    component.stopped(expected=self._stop_sampling.is_set())
-
-    def sample_stored(self) -> None:
-        """Feed the sampler every range stored since it last looked, in one query (called by the sampling thread;
-        directly by whoever drives `step` by hand)."""
-        with self._sampling:
-            taken, self._unsampled = self._unsampled, None
-        if taken is None:
-            return
-        try:
-            self._feed(*taken)
-        except StoreError as exc:
-            if not exc.retryable:  # a query the store will never answer: drop the range, say so
-                self.counts["sampling_ranges_dropped"] += 1
-                log.error("sampling skipped ingest sequences %d-%d: %s", taken[0], taken[1], exc)
-                return
-            self._give_back(taken)
-            raise
-        except Exception:
-            self._give_back(taken)
-            raise
-        self._sampled_to = taken[1]
-        self.rollups.seen(taken[1])
-
-    @property
-    def settled(self) -> bool:
-        """Everything stored has been sampled and rolled up (for whoever waits for the pipeline: the demo, tests)."""
-        return self._unsampled is None and (self._sampled_to is None or self.rollups.rolled_to == self._sampled_to)
-
-    def roll_up(self, *, final: bool = False) -> None:
-        """Roll up the ranges whose traces the sampler has all decided (called by the sampling thread; directly by
-        whoever drives `step` by hand; `final`: now, not at most once per interval)."""
-        if self._sampled_to is None or not self.rollups.due(final=final):
-            return
-        low_water = self.sampler.low_water_seq()  # the oldest range an undecided trace has spans in
-        decided = self._sampled_to if low_water is None else min(self._sampled_to, low_water - 1)
-        began = time.perf_counter()
-        stored = self._stored  # the writer thread's: a reference read is atomic
-        if self.rollups.roll(decided, stored_to=None if stored is None else self.seq.of(stored), final=final):
-            self.seconds["roll_up"] += time.perf_counter() - began
-
-    def _give_back(self, taken: tuple[int, int]) -> None:
-        with self._sampling:
-            later = self._unsampled
-            self._unsampled = taken if later is None else (taken[0], later[1])
-
     def step(self) -> int:
         """Store one batch if any is ready; returns the requests stored."""
         taken = self.intake.take(self.batch_max_requests, self.batch_max_spans, self.batch_max_bytes)
@@ -371,10 +207,7 @@ class StoreWriter:
         self.counts["batches"] += 1
         self.counts["requests_stored"] += len(batch) - len(quarantined)
         self.counts["spans_stored"] += sum(r.spans for r in batch) - sum(r.spans for r in quarantined)
-        with self._sampling:  # hand the range to the sampling thread, merged with any it has not taken yet
-            pending = self._unsampled
-            self._unsampled = (self.seq.of(first) if pending is None else pending[0], self.seq.of(last))
-            self._sampling.notify()
+        self.ranges.add(self.seq.of(first), self.seq.of(last))
         return len(taken)
 
     def _with_bodies(self, batch: list[PendingRequest]) -> list[PendingRequest]:
@@ -399,6 +232,7 @@ class StoreWriter:
         """Everything up to `stored` is in the store: move the cursor, then drop the journal."""
         self.cursor.save(stored)
         self._stored = stored
+        self.ranges.stored_to = self.seq.of(stored)
         self.journal.clear()
 
     # -- inserting -----------------------------------------------------------------------------------------
@@ -416,7 +250,7 @@ class StoreWriter:
                 self.counts["store_retries"] += 1
                 if self._health is not None:
                     # each try is a heartbeat that says why: a store outage must not read as a stalled writer
-                    self._health[0].failing(exc)
+                    self._health.failing(exc)
                 if attempt == 1 or attempt % 50 == 0:
                     log.warning("store unavailable (%s); retrying, requests wait in the log", exc)
                 delay = self.policy.backoff_s(min(attempt, 8))
@@ -542,36 +376,6 @@ class StoreWriter:
             more = f" ({since} more since the last line)" if since > 0 else ""
             log.error("store rejected a request (%s); kept in %s%s", exc, folder, more)
             self._quarantine_said_s, self._quarantined_when_said = now_s, self.counts["requests_quarantined"]
-
-    # -- sampling ------------------------------------------------------------------------------------------
-    def _feed(self, seq_from: int, seq_to: int) -> None:
-        began = time.perf_counter()
-        decided = self.sampler.ingest_table(self.store.trace_fragment_table(seq_from, seq_to), seq_from)
-        self.seconds["sample"] += time.perf_counter() - began
-        self._handle(decided)
-
-    def _handle(self, decided: list[DecidedTrace]) -> None:
-        # called on every tick, also with nothing decided: the handler may batch work and needs to hear time pass
-        began = time.perf_counter()
-        self.on_decided(decided)
-        self.seconds["decided"] += time.perf_counter() - began
-
-    def _save_sampler_cursor(self) -> None:
-        """Persist where a restarted sampler must look back to: its oldest undecided trace, else the last request
-        it has seen (stored requests past it are not sampled yet: a restart feeds them from the store)."""
-        held = [self.sampler.low_water_seq(), self.decisions_low_water() if self.decisions_low_water else None]
-        low_water = min((seq for seq in held if seq is not None), default=None)
-        if low_water is not None:
-            self.sampler_cursor.save(self.seq.position(low_water))
-        elif self._sampled_to is not None:
-            self.sampler_cursor.save(self.seq.position(self._sampled_to))
-
-    def save_sampler_cursor_after_decisions(self) -> None:
-        """After a stop, once the decided traces' consequences are durable (the agent flushed its payload copies):
-        move the sampler cursor past them, so the next start does not decide them again. Not while a sampling
-        thread stuck on the store still owns the sampler."""
-        if self._sampling_thread is None or not self._sampling_thread.is_alive():
-            self._save_sampler_cursor()
 
 
 _CANONICAL = ":canonical"  # the token suffix of slices of re-encoded bodies

@@ -72,7 +72,7 @@ def serve(args: argparse.Namespace) -> int:
     stopping.wait()
     print("stopping: storing what was acknowledged…", flush=True)
     agent.stop()
-    unstored, unstored_bytes = agent.intake.backlog
+    unstored, unstored_bytes = agent.pipeline.intake.backlog
     if unstored:
         print(
             f"{unstored} acknowledged requests ({unstored_bytes} bytes) were not stored before the deadline; "

@@ -122,18 +122,20 @@ def run_through_agent(
 def _settle(agent: Any) -> None:
     """Wait until everything acknowledged is stored, let the sampler decide (root + grace), and the minute rollup
     take the decided ranges in."""
+    pipeline = agent.pipeline
     deadline = time.monotonic() + _SETTLE_TIMEOUT_S
     while time.monotonic() < deadline:
-        if agent.intake.backlog[0] == 0 and agent.writer.counts["requests_stored"] >= agent.intake.accepted_requests:
+        stored = pipeline.writer.counts["requests_stored"]
+        if pipeline.intake.backlog[0] == 0 and stored >= pipeline.intake.accepted_requests:
             break
         time.sleep(0.05)
     grace_s = agent.sampler.config.decision_grace_s
-    time.sleep(grace_s + 2 * agent.writer.tick_interval_s)
+    time.sleep(grace_s + 2 * agent.pipeline.sampling.tick_interval_s)
     deadline = time.monotonic() + _SETTLE_TIMEOUT_S
     while agent.sampler.traces_held and time.monotonic() < deadline:
         time.sleep(0.05)
-    agent.decisions.flush()
-    while not agent.writer.settled and time.monotonic() < deadline:
+    agent.pipeline.copy_kept_now()
+    while not agent.pipeline.settled and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

@@ -9,10 +9,11 @@ import pyarrow as pa
 from ragmon.sinks.errors import PartlyStored, StoreError
 
 from ragmon.agent.intake import WalIntake
+from ragmon.agent.sampling_loop import SamplingLoop
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
-from ragmon.sampling import Sampler
 from ragmon.sampling.trace import FRAGMENT_COLUMNS
+from tests.agent.stages import store_and_sample
 
 
 class RecordingStore:
@@ -34,14 +35,16 @@ def _bodies(n: int) -> list[bytes]:
     return [f"request-{i:03d}-".encode() * 4 for i in range(n)]  # 52 bytes each
 
 
-def _writer(tmp_path: Path, wal: WriteAheadLog, intake: WalIntake, store: RecordingStore) -> StoreWriter:
-    return StoreWriter(intake, wal, store, Sampler(), lambda decided: None, tmp_path / "state", batch_max_bytes=120)
+def _stages(
+    tmp_path: Path, wal: WriteAheadLog, intake: WalIntake, store: RecordingStore
+) -> tuple[StoreWriter, SamplingLoop]:
+    return store_and_sample(intake, wal, store, tmp_path / "state", batch_max_bytes=120)
 
 
-def _drain(writer: StoreWriter) -> None:
+def _drain(writer: StoreWriter, sampling: SamplingLoop) -> None:
     while writer.step():
         pass
-    writer.sample_stored()
+    sampling.sample_stored()
 
 
 def test_read_after_returns_the_following_records_across_segments(tmp_path: Path) -> None:
@@ -67,14 +70,15 @@ def test_requests_past_the_memory_cap_are_spilled_then_stored_in_order(tmp_path:
     assert requests == 9 and in_memory <= 110
     assert intake.spilled_requests == 7
     store = RecordingStore()
-    writer = _writer(tmp_path, wal, intake, store)
-    _drain(writer)
+    writer, sampling = _stages(tmp_path, wal, intake, store)
+    _drain(writer, sampling)
     assert [env[: len(body)] for env, body in zip(store.envelopes, bodies, strict=True)] == bodies
     assert store.inserts >= 4  # batches capped at 120 bytes: two requests each
     assert writer.counts["requests_read_back"] == 7 and writer.counts["requests_stored"] == 9
     assert intake.backlog == (0, 0)
     # where the writer's time went: inserting, the sampler's queries, handing (no) decisions on
-    assert set(writer.seconds) == {"insert", "sample", "decided"} and min(writer.seconds.values()) > 0
+    seconds = {**writer.seconds, **sampling.seconds}
+    assert set(seconds) == {"insert", "sample", "decided"} and min(seconds.values()) > 0
     wal.close()
 
 
@@ -87,10 +91,10 @@ def test_recovery_streams_a_large_log_into_a_bounded_backlog(tmp_path: Path) -> 
     wal = WriteAheadLog(tmp_path / "wal", fsync="never", segment_max_bytes=200)
     intake = WalIntake(wal, max_backlog_bytes=110)
     store = RecordingStore()
-    writer = _writer(tmp_path, wal, intake, store)
+    writer, sampling = _stages(tmp_path, wal, intake, store)
     writer.recover()
     assert intake.backlog[0] == 12 and intake.backlog[1] <= 110
-    _drain(writer)
+    _drain(writer, sampling)
     assert [env[: len(body)] for env, body in zip(store.envelopes, bodies, strict=True)] == bodies
     wal.close()
 
@@ -122,8 +126,8 @@ def test_a_batch_partly_stored_before_a_permanent_error_stores_only_the_rest_one
     for body in bodies:
         intake.consume("tenant-a", body, spans=1)
     store = PartlyFailingStore(poison=bodies[3])
-    writer = StoreWriter(intake, wal, store, Sampler(), lambda decided: None, tmp_path / "state")
-    _drain(writer)
+    writer, sampling = store_and_sample(intake, wal, store, tmp_path / "state")
+    _drain(writer, sampling)
     # the first part once (not again one by one), the rest one by one, the poisoned request quarantined
     assert [env[: len(bodies[0])] for env in store.envelopes] == bodies[:3]
     assert writer.counts["batches_rejected"] == 1 and writer.counts["requests_quarantined"] == 1

@@ -74,9 +74,9 @@ def test_run_in_agent_false_still_queues_every_kept_trace(tmp_path: Path, store:
     bodies, trace_ids = kept_traces(30)
     agent = _agent(tmp_path, store).start()
     try:
-        assert agent.judging.service is None  # nobody judges in the agent
+        assert agent.pipeline.judging.service is None  # nobody judges in the agent
         post(f"http://127.0.0.1:{agent.receivers[0].port}", bodies)
-        wait_until(lambda: agent.writer.counts["requests_stored"] >= len(bodies), what="the requests stored")
+        wait_until(lambda: agent.pipeline.writer.counts["requests_stored"] >= len(bodies), what="the requests stored")
     finally:
         agent.stop()  # decides what is held, copies payloads, enqueues them
     kept = {row["trace_id"] for row in store.query("SELECT trace_id FROM payloads FINAL", max_rows=10_000)}

@@ -128,7 +128,7 @@ def test_with_memory_high_but_nothing_waiting_requests_are_taken(agent: tuple[Ag
     body, span_ids = _encoded_requests(1, 5)[0]
     rss.value = GiB
     deadline = time.monotonic() + 30
-    while running.intake.backlog[0] and time.monotonic() < deadline:
+    while running.pipeline.intake.backlog[0] and time.monotonic() < deadline:
         time.sleep(0.05)
     running.memory_guard.sample()
     assert _post(running, body) == (200, None)

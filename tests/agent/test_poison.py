@@ -30,7 +30,6 @@ from ragmon.sinks.errors import StoreError
 from ragmon.agent.intake import WalIntake
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
-from ragmon.sampling import Sampler
 from ragmon.sampling.trace import FRAGMENT_COLUMNS
 
 SPANS_PER_REQUEST = 2
@@ -99,7 +98,7 @@ def store(chdb_engine_dir: Path) -> Iterator[Store]:
 
 
 def _writer(state: Path, wal: WriteAheadLog, intake: WalIntake, store: CountingStore) -> StoreWriter:
-    return StoreWriter(intake, wal, store, Sampler(), lambda decided: None, state)
+    return StoreWriter(intake, wal, store, state)
 
 
 def _log_requests(tmp_path: Path, bodies: list[bytes]) -> tuple[WriteAheadLog, WalIntake]:
@@ -253,7 +252,7 @@ def test_several_poison_requests_are_all_found_and_only_they_are_quarantined(
     bad = {bodies[3], bodies[4], bodies[50], bodies[99]}
     wal, intake = _log_requests(tmp_path, bodies)
     refusing = RefusingStore(bad)
-    writer = StoreWriter(intake, wal, refusing, Sampler(), lambda decided: None, tmp_path / "state")
+    writer = StoreWriter(intake, wal, refusing, tmp_path / "state")
     assert writer.step() == 100
     assert sorted(body for body, _, _ in _quarantined(tmp_path / "state")) == sorted(bad)
     good = [body for body in bodies if body not in bad]

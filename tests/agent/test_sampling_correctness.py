@@ -111,7 +111,7 @@ def test_errors_and_slow_traces_all_kept_baseline_within_its_interval(tmp_path: 
             with urllib.request.urlopen(request, timeout=30) as response:
                 assert response.status == 200
         deadline = time.monotonic() + 60
-        while agent.writer.counts["requests_stored"] < len(bodies) and time.monotonic() < deadline:
+        while agent.pipeline.writer.counts["requests_stored"] < len(bodies) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         agent.stop()  # decides everything still held, copies kept payloads

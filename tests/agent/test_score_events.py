@@ -62,7 +62,7 @@ def test_scores_judged_in_the_agent_arrive_as_evaluation_events_matching_the_sto
         got = receiver.wait_for(len(trace_ids) * METRICS, timeout_s=90)
         wait_until(lambda: len(_scores(store)) == len(trace_ids) * METRICS, what="the scores stored")
         metrics = text_of(agent.metrics)
-        judge = agent.judging.service.judge if agent.judging.service else None
+        judge = agent.pipeline.judging.service.judge if agent.pipeline.judging.service else None
         roots = {
             r["trace_id"]: r["span_id"]
             for r in store.query("SELECT trace_id, span_id FROM spans WHERE parent_span_id = ''")
@@ -103,7 +103,7 @@ def test_with_the_receiver_down_every_score_is_stored_and_every_event_counted_as
     try:
         post(f"http://127.0.0.1:{agent.receivers[0].port}", bodies)
         wait_until(lambda: len(_scores(store)) == len(trace_ids) * METRICS, timeout_s=90, what="the scores stored")
-        service = agent.judging.service
+        service = agent.pipeline.judging.service
         assert service is not None and service.events is not None
         stats = service.events.stats
         wait_until(

@@ -25,8 +25,8 @@ from ragmon.agent.judging import JudgeService, Judging
 from ragmon.agent.wal import WriteAheadLog
 from ragmon.agent.writer import StoreWriter
 from ragmon.drift import AlertsConfig
-from ragmon.sampling import Sampler
 from ragmon.settings import JudgeSettings
+from tests.agent.stages import store_and_sample
 from tests.agent.test_alerting import FlakyStore
 from tests.agent.test_intake_spill import RecordingStore
 from tests.judges.worker_fakes import FullDiskQueue, trace_id
@@ -167,9 +167,10 @@ def test_the_writer_sampling_and_roll_ups_live_through_a_store_outage_and_resume
     store = OutageStore()
     store.down = {"insert", "read", "roll_up"}  # the server is down
     health = HealthRegistry()
-    writer = StoreWriter(intake, wal, store, Sampler(), lambda decided: None, tmp_path / "state", health=health)
-    writer.recover()
+    writer, sampling = store_and_sample(intake, wal, store, tmp_path / "state", health=health)
+    sampling.recover(writer.recover())
     writer.start()
+    sampling.start()
     try:
         for i in range(5):
             intake.consume("tenant-a", f"request-{i}".encode(), spans=1)
@@ -179,25 +180,26 @@ def test_the_writer_sampling_and_roll_ups_live_through_a_store_outage_and_resume
 
         store.back("insert")  # the server is up but refuses queries (overloaded): inserts go through
         wait_until(lambda: len(store.envelopes) == 5, "the logged requests stored")
-        wait_until(lambda: writer.counts["sampling_errors"] >= 3, "sampling to try, and try again")
+        wait_until(lambda: sampling.counts["sampling_errors"] >= 3, "sampling to try, and try again")
         assert _state(health, "writer")["state"] == "ok"
         assert _state(health, "sampling")["state"] == "failing"
 
         store.back("read")  # the sampler's reads come back; roll-ups (INSERT ... SELECT) still fail
         wait_until(lambda: _state(health, "sampling")["state"] == "ok", "sampling to resume")
-        wait_until(lambda: writer.counts["rollup_errors"] >= 3, "roll-ups to try, and try again")
+        wait_until(lambda: sampling.counts["rollup_errors"] >= 3, "roll-ups to try, and try again")
         assert _state(health, "rollups")["state"] == "failing"
 
         refused_tokens = set(store.roll_up_tokens)
         store.back("roll_up")
-        wait_until(lambda: writer.settled, "every stored range sampled and rolled up")
+        wait_until(lambda: sampling.settled, "every stored range sampled and rolled up")
         wait_until(lambda: _state(health, "rollups")["state"] == "ok", "roll-ups to report ok again")
         assert health.ready().ok and health.live().ok
-        assert store.rolled[-1][1] == writer.rollups.rolled_to
+        assert store.rolled[-1][1] == sampling.rollups.rolled_to
         # every try of the failed range had the same token: an INSERT that had landed is not counted twice
         assert refused_tokens == {store.rolled[0][2]}
     finally:
         writer.stop(5.0)
+        sampling.stop(5.0)
         wal.close()
     # Each loop said what went wrong once and that it resumed once, not once per try.
     said = [record.getMessage() for record in caplog.records if record.name == "ragmon.agent"]
@@ -224,7 +226,7 @@ def test_the_writer_lives_through_a_full_disk_under_its_state_and_resumes(
     intake = WalIntake(wal)
     store = OutageStore()
     health = HealthRegistry()
-    writer = StoreWriter(intake, wal, store, Sampler(), lambda decided: None, state, health=health)
+    writer = StoreWriter(intake, wal, store, state, health=health)
     writer.recover()
     writer.start()
     try:

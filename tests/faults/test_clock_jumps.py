@@ -159,9 +159,9 @@ def test_agent_decides_and_stores_everything_across_wall_clock_jumps(
         stored = _poll(lambda: store.query(stored_sql)[0], lambda row: int(row["u"]) == len(acknowledged))
         decided = _poll(
             lambda: agent.sampler.counts["decided_by:complete"],
-            lambda n: n >= len(traces) and agent.decisions.waiting == 0,
+            lambda n: n >= len(traces) and agent.pipeline.decisions.waiting == 0,
         )
-        judging = agent.judging
+        judging = agent.pipeline.judging
         assert judging is not None
         pending = _poll(judging.queue.pending, lambda n: n == 0)
         counts = dict(agent.sampler.counts)

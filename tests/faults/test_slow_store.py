@@ -74,7 +74,7 @@ def test_a_slow_store_is_absorbed_by_the_log_and_loses_nothing(tmp_path: Path, s
         for body, span_ids in _encoded_requests(REQUESTS, 5):
             if _post(agent.receivers[0].port, body) == 200:
                 acknowledged |= span_ids
-            peak_backlog = max(peak_backlog, agent.intake.backlog[0])
+            peak_backlog = max(peak_backlog, agent.pipeline.intake.backlog[0])
         quoted = ",".join(f"'{s}'" for s in sorted(acknowledged))
         sql = f"SELECT count() AS n, uniqExact(span_id) AS u FROM spans WHERE span_id IN ({quoted})"
         deadline = time.monotonic() + 120

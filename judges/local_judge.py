@@ -17,11 +17,10 @@ set is behind the lexical one in every cell of the transfer table and on the hel
 benchmarks/fit_local_judge.py), so having the embeddings extra installed must not switch the verdicts to it. The
 version records the model and the embedding model, since either re-scales a metric.
 
-Each metric says how it is scored here, beside its LLM steps (`score_locally` in judges/metrics/*), through the
-`LocalScoring` surface below: faithfulness and context recall through the support model, context relevance and
-precision by the share of the question's (or answer's) content words in each passage, answer relevance by the
-cosine of the question and the answer (MiniLM sentence embeddings when installed, else bag-of-stems vectors).
-Those last three are uncalibrated heuristics; only faithfulness has agreement figures (README, `ragmon calibrate`).
+Each metric's offline scoring is stated with the metric, beside its LLM steps (`score_locally` in judges/metrics/*),
+and uses this judge through `ragmon.judges.protocol.LocalScoring`: its claims and their verdicts (the support model
+above) and its sentence embedder. Only faithfulness has agreement figures (README, `ragmon calibrate`); context
+relevance, precision and answer relevance are uncalibrated heuristics.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class ContextPrecision:
     name: ClassVar[str] = "context_precision"
     prompt_version: ClassVar[str] = PROMPT_VERSION
     needs: ClassVar[frozenset[SampleField]] = frozenset({SampleField.PASSAGES})
-    review_labels: ClassVar[tuple[str, str] | None] = None  # not offered on the review page
+    review_labels: ClassVar[tuple[str, str] | None] = None  # not offered on the review page, as before
 
     async def score(self, sample: RagSample, llm: StructuredLLM) -> MetricResult:
         if not sample.passages:

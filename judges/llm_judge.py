@@ -30,14 +30,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from ragmon.judges.budget import Budget
-from ragmon.judges.metrics import (
-    METRICS,
-    AnswerRelevance,
-    ContextPrecision,
-    ContextRecall,
-    ContextRelevance,
-    Faithfulness,
-)
+from ragmon.judges.metrics import METRICS
 from ragmon.judges.parsing import ReplyParseError, parse_reply
 from ragmon.judges.prompts import Prompt
 from ragmon.judges.protocol import Embeddings, Generation
@@ -153,12 +146,10 @@ class LLMJudge:
         return self.config.faithfulness_threshold
 
     async def score(self, metric: str, sample: RagSample) -> MetricResult:
-        if metric == AnswerRelevance.name:
-            return await AnswerRelevance().score(sample, self, self)  # the only metric that also embeds
-        for cls in (Faithfulness, ContextPrecision, ContextRelevance, ContextRecall):
-            if cls.name == metric:
-                return await cls().score(sample, self)
-        raise KeyError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
+        definition = METRICS.get(metric)
+        if definition is None:
+            raise KeyError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
+        return await definition.score(sample, self)
 
     async def aclose(self) -> None:
         await self._client.aclose()

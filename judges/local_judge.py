@@ -17,17 +17,15 @@ set is behind the lexical one in every cell of the transfer table and on the hel
 benchmarks/fit_local_judge.py), so having the embeddings extra installed must not switch the verdicts to it. The
 version records the model and the embedding model, since either re-scales a metric.
 
-Context relevance and precision use the share of the question's (or answer's) content words in each passage;
-answer relevance uses cosine similarity of the question and the answer — MiniLM sentence embeddings when
-installed, else bag-of-stems vectors. Those three are uncalibrated heuristics; only faithfulness has agreement
-figures (README, `ragmon calibrate`).
+Each metric's offline scoring is stated with the metric, beside its LLM steps (`score_locally` in judges/metrics/*),
+and uses this judge through `ragmon.judges.protocol.LocalScoring`: its claims and their verdicts (the support model
+above) and its sentence embedder. Only faithfulness has agreement figures (README, `ragmon calibrate`); context
+relevance, precision and answer relevance are uncalibrated heuristics.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ragmon.judges import text
 from ragmon.judges.local_model import (
@@ -38,26 +36,14 @@ from ragmon.judges.local_model import (
     claim_support,
     contradicts,
 )
-from ragmon.judges.metrics import (
-    AnswerRelevance,
-    ContextPrecision,
-    ContextRecall,
-    ContextRelevance,
-    Faithfulness,
-)
-from ragmon.judges.metrics._common import result
+from ragmon.judges.metrics import METRICS
 from ragmon.judges.metrics.answer_relevance import cosine
-from ragmon.judges.support_features import Evidence, claim_features, texts_to_embed
-from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, Verdict
+from ragmon.judges.support_features import Evidence, SentenceEmbedder, claim_features, texts_to_embed
+from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Verdict
 
 from ragmon import minilm
 
-_RELEVANT_SHARE = 0.5  # share of the question's content words a passage must hold to count as relevant
-_PARTLY_RELEVANT_SHARE = 0.2
 _EMBEDDING_CACHE_ENTRIES = 50_000
-
-
-SentenceEmbedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
 
 def load_minilm() -> tuple[SentenceEmbedder, str] | None:
@@ -162,16 +148,15 @@ class LocalJudge:
         return None
 
     async def score(self, metric: str, sample: RagSample) -> MetricResult:
-        handler = {
-            Faithfulness.name: self.faithfulness,
-            AnswerRelevance.name: self.answer_relevance,
-            ContextPrecision.name: self.context_precision,
-            ContextRelevance.name: self.context_relevance,
-            ContextRecall.name: self.context_recall,
-        }.get(metric)
-        if handler is None:
+        definition = METRICS.get(metric)
+        if definition is None:
             raise KeyError(f"unknown metric {metric!r}")
-        return handler(sample)
+        return definition.score_locally(sample, self)
+
+    @property
+    def sentence_embedder(self) -> tuple[SentenceEmbedder, str] | None:
+        """(embed, model name) of the sentence embeddings loaded, None without: answer relevance's vectors."""
+        return self._embedder
 
     def prepare(self, samples: Iterable[RagSample]) -> None:
         """Embed every text the faithfulness metric will need for `samples` in one batch (bulk scoring, e.g.
@@ -207,9 +192,9 @@ class LocalJudge:
     def claim_verdicts(
         self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None, question: str = ""
     ) -> list[ClaimVerdict]:
-        return self._judge_claims(claims, passages, answer, question)[0]
+        return self.judge_claims(claims, passages, answer, question)[0]
 
-    def _judge_claims(
+    def judge_claims(
         self, claims: Sequence[str], passages: Sequence[str], answer: str | None = None, question: str = ""
     ) -> tuple[list[ClaimVerdict], float]:
         """Each claim's verdict, and the probability that the claims together are faithful."""
@@ -228,150 +213,6 @@ class LocalJudge:
                 verdict, reason = Verdict.UNSUPPORTED, f"support {p:.2f}"
             out.append(ClaimVerdict(claim=claim, verdict=verdict, reason=reason, support=round(p, 4)))
         return out, self.support_model.answer_probability(logits, rows)
-
-    def faithfulness(self, sample: RagSample) -> MetricResult:
-        version = f"local-faithfulness-{self.support_model.version}"
-        answer = text.strip_citations(sample.answer)
-        if not answer:
-            return result(Faithfulness.name, version, None, Status.UNSCORABLE, "empty answer", model=self.model)
-        if not sample.passages:
-            return result(Faithfulness.name, version, None, Status.UNSCORABLE, "no passages", model=self.model)
-        if text.is_refusal(answer):
-            value, status, flags = Faithfulness._compute_score([], refusal=True)
-            return result(
-                Faithfulness.name,
-                version,
-                value,
-                status,
-                "refusal: the answer asserts nothing",
-                model=self.model,
-                flags=flags,
-            )
-        claims = self.claims_of(sample) or [answer]
-        verdicts, probability = self._judge_claims(claims, sample.passages, answer, sample.question)
-        _, status, flags = Faithfulness._compute_score(verdicts)
-        supported = sum(v.verdict is Verdict.SUPPORTED for v in verdicts)
-        return result(
-            Faithfulness.name,
-            version,
-            round(probability, 4),  # graded, not the supported share: faithful iff at or above the threshold
-            status,
-            f"P(faithful) {probability:.2f}; {supported} of {len(verdicts)} claims supported",
-            model=self.model,
-            claims=verdicts,
-            flags=flags,
-        )
-
-    # -- context ---------------------------------------------------------------------------------------------
-    @staticmethod
-    def _share(words: Sequence[str], passage: str) -> float:
-        unique = set(words)
-        if not unique:
-            return 0.0
-        return len(unique & set(text.content_tokens(passage))) / len(unique)
-
-    def context_relevance(self, sample: RagSample) -> MetricResult:
-        version = "local-context-relevance-v1"
-        question = text.content_tokens(sample.question)
-        if not sample.passages or not question:
-            return result(
-                ContextRelevance.name,
-                version,
-                None,
-                Status.UNSCORABLE,
-                "no passages or empty question",
-                model=self.model,
-            )
-        grades = []
-        verdicts = []
-        for passage in sample.passages:
-            share = self._share(question, passage)
-            grade = 1.0 if share >= _RELEVANT_SHARE else 0.5 if share >= _PARTLY_RELEVANT_SHARE else 0.0
-            grades.append(grade)
-            verdicts.append(
-                ClaimVerdict(
-                    claim=passage[:500],
-                    verdict=Verdict.SUPPORTED if grade else Verdict.UNSUPPORTED,
-                    reason=f"question words in passage {share:.2f}",
-                    support=round(share, 4),
-                )
-            )
-        value, status = ContextRelevance._compute_score(grades)
-        return result(
-            ContextRelevance.name, version, value, status, "lexical, uncalibrated", model=self.model, claims=verdicts
-        )
-
-    def context_precision(self, sample: RagSample) -> MetricResult:
-        version = "local-context-precision-v1"
-        if not sample.passages:
-            return result(ContextPrecision.name, version, None, Status.UNSCORABLE, "no passages", model=self.model)
-        target = text.content_tokens(sample.reference or sample.answer) or text.content_tokens(sample.question)
-        useful = [self._share(target, p) >= _RELEVANT_SHARE for p in sample.passages]
-        value, status = ContextPrecision._compute_score(useful)
-        return result(
-            ContextPrecision.name,
-            version,
-            value,
-            status,
-            f"{sum(useful)} of {len(useful)} passages hold most of the answer's words (lexical)",
-            model=self.model,
-        )
-
-    def context_recall(self, sample: RagSample) -> MetricResult:
-        version = f"local-context-recall-{self.support_model.version}"
-        if not sample.reference:
-            return result(ContextRecall.name, version, None, Status.SKIPPED, "no reference answer", model=self.model)
-        statements = text.split_claims(sample.reference)
-        if not statements or not sample.passages:
-            return result(
-                ContextRecall.name, version, None, Status.UNSCORABLE, "no statements or no passages", model=self.model
-            )
-        verdicts = self.claim_verdicts(statements, sample.passages)
-        value, status = ContextRecall._compute_score([v.verdict is Verdict.SUPPORTED for v in verdicts])
-        return result(
-            ContextRecall.name,
-            version,
-            value,
-            status,
-            "lexical support per reference statement",
-            model=self.model,
-            claims=verdicts,
-        )
-
-    # -- answer relevance ------------------------------------------------------------------------------------
-    def answer_relevance(self, sample: RagSample) -> MetricResult:
-        embedding = self._embedder[1] if self._embedder else "bag-of-stems"
-        version = f"local-answer-relevance-v1+{embedding}"
-        if not sample.question.strip() or not sample.answer.strip():
-            return result(
-                AnswerRelevance.name, version, None, Status.UNSCORABLE, "empty question or answer", model=self.model
-            )
-        if text.is_noncommittal(sample.answer):
-            value, status = AnswerRelevance._compute_score([], [], noncommittal=True)
-            return result(
-                AnswerRelevance.name,
-                version,
-                value,
-                status,
-                "noncommittal answer",
-                model=self.model,
-                flags=["noncommittal"],
-            )
-        if self._embedder is not None:
-            q, a = self._embedder[0]([sample.question, sample.answer])
-        else:
-            q, a = _bag_vectors(sample.question, sample.answer)
-        value, status = AnswerRelevance._compute_score(q, [a])
-        return result(
-            AnswerRelevance.name, version, value, status, f"cosine(question, answer) with {embedding}", model=self.model
-        )
-
-
-def _bag_vectors(a: str, b: str) -> tuple[list[float], list[float]]:
-    ca, cb = Counter(text.content_tokens(a)), Counter(text.content_tokens(b))
-    vocabulary = sorted(set(ca) | set(cb))
-    # sqrt damping: one repeated word should not dominate a short text
-    return [math.sqrt(ca[w]) for w in vocabulary], [math.sqrt(cb[w]) for w in vocabulary]
 
 
 __all__ = ["CachedEmbedder", "LocalJudge", "cosine", "load_minilm"]

@@ -1,6 +1,7 @@
 """Judge backends by name: the built-ins ("local", "llm") and any plugin registered under the entry-point group
 ``ragmon.judges`` (a callable taking the JudgeSettings and returning a Judge). An unknown name fails loudly,
-naming the group and what is available."""
+naming the group and what is available. (The metrics a judge scores have their own registry:
+`ragmon.judges.metrics.REGISTRY`.)"""
 
 from __future__ import annotations
 

@@ -26,6 +26,15 @@ class Verdict(StrEnum):
     CONTRADICTED = "contradicted"
 
 
+class SampleField(StrEnum):
+    """A part of a `RagSample` a metric cannot be scored without (`Metric.needs`)."""
+
+    QUESTION = "question"
+    ANSWER = "answer"
+    PASSAGES = "passages"
+    REFERENCE = "reference"
+
+
 class ClaimVerdict(BaseModel):
     """One atomic claim and what the judge said about it. `flag` marks verdicts that were not a clean answer."""
 

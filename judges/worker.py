@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragmon.judges.llm_judge import current_feature
-from ragmon.judges.metrics import AnswerRelevance, ContextPrecision, ContextRelevance, Faithfulness
+from ragmon.judges.metrics import ONLINE_METRICS
 from ragmon.judges.protocol import Judge
 from ragmon.judges.queue import DEFAULT_LEASE_S, ItemState, JudgeQueue, Lease, Recorded, Recording
 from ragmon.judges.score_rows import score_row, status_rows, summary_status
@@ -54,8 +54,9 @@ log = logging.getLogger("ragmon.judges")
 # well within it, and one that does not recur has passed.
 _TRACE_FAULT_MEMORY_S = 30.0
 
-# Online metrics: context recall needs a reference answer, which production traffic lacks (it would be `skipped`).
-DEFAULT_METRICS = (Faithfulness.name, AnswerRelevance.name, ContextPrecision.name, ContextRelevance.name)
+# Online metrics: those a kept trace's payload can feed (context recall needs a reference answer, which production
+# traffic lacks: it would be `skipped`).
+DEFAULT_METRICS = ONLINE_METRICS
 
 
 class SourceUnavailable(Exception):

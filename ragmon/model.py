@@ -7,6 +7,9 @@ for `spans` is generated from it; `CONTENT_COLUMNS` the same for the captured te
 
 from __future__ import annotations
 
+# The stages are the SDK's, listed once: re-exported here for the modules that read the span model.
+from ragmon.attributes import STAGES as STAGES
+
 # (column, ClickHouse type). Order is the insert order.
 SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
@@ -58,5 +61,4 @@ CONTENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ingest_seq", "UInt64"),
 )
 
-STAGES = ("embed", "search", "rerank", "generate", "tool", "request", "other")
 STATUSES = ("ok", "error", "unset")

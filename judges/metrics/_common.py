@@ -1,11 +1,15 @@
-"""Pieces the metrics share: building a result, and per-item verdict lists read by index."""
+"""Pieces the metrics share: building a result, per-item verdict lists read by index, and the lexical share the
+local judge's context metrics grade passages by."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from pydantic import BaseModel
+from ragmon.judges import text
 from ragmon.judges.types import ClaimVerdict, MetricResult, Status, Usage, Verdict
+
+RELEVANT_SHARE = 0.5  # share of the question's (or answer's) content words a passage must hold to count as relevant
 
 
 class IndexedVerdict(BaseModel):
@@ -75,3 +79,11 @@ def read_binary_verdicts(
             )
         )
     return flags, verdicts
+
+
+def word_share(words: Sequence[str], passage: str) -> float:
+    """The share of the distinct `words` (content tokens) that `passage` holds; 0 for no words."""
+    unique = set(words)
+    if not unique:
+        return 0.0
+    return len(unique & set(text.content_tokens(passage))) / len(unique)

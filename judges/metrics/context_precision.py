@@ -3,18 +3,29 @@ k that hold a useful passage (Ragas' definition: average precision over the retr
 
 Per-passage verdicts ("useful" for the answer to the question) also give label-free retrieval metrics for the
 search or rerank span that produced the list: P@k, nDCG@k and MRR (`ranking_metrics`).
+
+Offline (the local judge): a passage is useful when it holds most of the reference's (or the answer's, else the
+question's) content words. Lexical and uncalibrated.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from ragmon.judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
+from ragmon.judges import text
+from ragmon.judges.metrics._common import (
+    RELEVANT_SHARE,
+    IndexedVerdicts,
+    read_binary_verdicts,
+    result,
+    unparseable_flags,
+    word_share,
+)
 from ragmon.judges.prompts import Example, Prompt
-from ragmon.judges.protocol import StructuredLLM
-from ragmon.judges.types import MetricResult, RagSample, Status
+from ragmon.judges.protocol import LocalScoring, PlannedCalls, StructuredLLM
+from ragmon.judges.types import MetricResult, RagSample, SampleField, Status
 
 PROMPT_VERSION = "context-precision-v1"
 
@@ -48,12 +59,13 @@ PROMPT = Prompt(
 class ContextPrecision:
     name: ClassVar[str] = "context_precision"
     prompt_version: ClassVar[str] = PROMPT_VERSION
+    needs: ClassVar[frozenset[SampleField]] = frozenset({SampleField.PASSAGES})
+    review_labels: ClassVar[tuple[str, str] | None] = None  # not offered on the review page, as before
 
     async def score(self, sample: RagSample, llm: StructuredLLM) -> MetricResult:
         if not sample.passages:
             return result(self.name, PROMPT_VERSION, None, Status.UNSCORABLE, "no passages", model=llm.model)
-        inputs = {"question": sample.question, "answer": sample.reference or sample.answer, "passages": sample.passages}
-        gen = await llm.generate(PROMPT, inputs, IndexedVerdicts)
+        gen = await llm.generate(PROMPT, _inputs(sample), IndexedVerdicts)
         if gen.value is None:
             return result(self.name, PROMPT_VERSION, None, gen.status, gen.error, usage=gen.usage, model=llm.model)
         useful, verdicts = read_binary_verdicts(sample.passages, gen.value, "useful", "not_useful")
@@ -70,6 +82,27 @@ class ContextPrecision:
             flags=unparseable_flags(verdicts),
         )
 
+    def planned_calls(self, sample: RagSample) -> PlannedCalls:
+        if not sample.passages:
+            return PlannedCalls()
+        return PlannedCalls(chats=(PROMPT.render(_inputs(sample)),))
+
+    def score_locally(self, sample: RagSample, judge: LocalScoring) -> MetricResult:
+        version = "local-context-precision-v1"
+        if not sample.passages:
+            return result(self.name, version, None, Status.UNSCORABLE, "no passages", model=judge.model)
+        target = text.content_tokens(sample.reference or sample.answer) or text.content_tokens(sample.question)
+        useful = [word_share(target, p) >= RELEVANT_SHARE for p in sample.passages]
+        value, status = self._compute_score(useful)
+        return result(
+            self.name,
+            version,
+            value,
+            status,
+            f"{sum(useful)} of {len(useful)} passages hold most of the answer's words (lexical)",
+            model=judge.model,
+        )
+
     @staticmethod
     def _compute_score(useful: Sequence[bool]) -> tuple[float | None, Status]:
         """Σ_k precision@k · rel_k / Σ rel_k. No passages: undefined. None useful: 0.0 (a defined, bad ranking)."""
@@ -81,6 +114,11 @@ class ContextPrecision:
                 hits += 1
                 total += hits / k
         return (total / hits if hits else 0.0), Status.OK
+
+
+def _inputs(sample: RagSample) -> dict[str, Any]:
+    """What the verdicts prompt is given: a reference answer, when there is one, says best what was useful."""
+    return {"question": sample.question, "answer": sample.reference or sample.answer, "passages": sample.passages}
 
 
 def ranking_metrics(relevant: Sequence[bool], k: int = 10) -> dict[str, float | None]:

@@ -1,5 +1,9 @@
 """Context recall (offline, needs a reference answer): the share of the reference's statements that the
-passages support — did retrieval bring everything a correct answer needs? Skipped without a reference."""
+passages support — did retrieval bring everything a correct answer needs? Skipped without a reference.
+
+Offline (the local judge): each reference statement gets the local judge's support-model verdict, as a claim of
+an answer would.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ from typing import ClassVar
 from ragmon.judges import text
 from ragmon.judges.metrics._common import IndexedVerdicts, read_binary_verdicts, result, unparseable_flags
 from ragmon.judges.prompts import Example, Prompt
-from ragmon.judges.protocol import StructuredLLM
-from ragmon.judges.types import MetricResult, RagSample, Status
+from ragmon.judges.protocol import LocalScoring, PlannedCalls, StructuredLLM
+from ragmon.judges.types import MetricResult, RagSample, SampleField, Status, Verdict
 
 PROMPT_VERSION = "context-recall-v1"
 
@@ -45,6 +49,9 @@ PROMPT = Prompt(
 class ContextRecall:
     name: ClassVar[str] = "context_recall"
     prompt_version: ClassVar[str] = PROMPT_VERSION
+    needs: ClassVar[frozenset[SampleField]] = frozenset({SampleField.PASSAGES, SampleField.REFERENCE})
+    # not offered on the review page: whether retrieval missed something needs the whole corpus, not one trace
+    review_labels: ClassVar[tuple[str, str] | None] = None
 
     async def score(self, sample: RagSample, llm: StructuredLLM) -> MetricResult:
         if not sample.reference:
@@ -69,6 +76,33 @@ class ContextRecall:
             model=llm.model,
             claims=verdicts,
             flags=unparseable_flags(verdicts),
+        )
+
+    def planned_calls(self, sample: RagSample) -> PlannedCalls:
+        statements = text.split_claims(sample.reference) if sample.reference else []
+        if not statements or not sample.passages:
+            return PlannedCalls()
+        return PlannedCalls(chats=(PROMPT.render({"passages": sample.passages, "statements": statements}),))
+
+    def score_locally(self, sample: RagSample, judge: LocalScoring) -> MetricResult:
+        version = f"local-context-recall-{judge.support_model.version}"
+        if not sample.reference:
+            return result(self.name, version, None, Status.SKIPPED, "no reference answer", model=judge.model)
+        statements = text.split_claims(sample.reference)
+        if not statements or not sample.passages:
+            return result(
+                self.name, version, None, Status.UNSCORABLE, "no statements or no passages", model=judge.model
+            )
+        verdicts, _ = judge.judge_claims(statements, sample.passages)
+        value, status = self._compute_score([v.verdict is Verdict.SUPPORTED for v in verdicts])
+        return result(
+            self.name,
+            version,
+            value,
+            status,
+            "lexical support per reference statement",
+            model=judge.model,
+            claims=verdicts,
         )
 
     @staticmethod

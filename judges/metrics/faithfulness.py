@@ -4,6 +4,9 @@ Steps: strip citation markers, ask for the answer's atomic claims (or "refusal")
 against the passages — supported, unsupported or contradicted. Score = supported / claims. A refusal asserts
 nothing and scores 1.0, flagged "refusal". A verdict that is missing or not one of the three counts as
 unsupported and is flagged "unparseable"; a reply that is not the JSON asked for is a parse_error, not a score.
+
+Offline (the local judge), the claims are the answer's sentences and clauses and each gets the local judge's
+support model's verdict; the score is graded: the probability that the answer is faithful (judges/local_judge.py).
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 from ragmon.judges import text
-from ragmon.judges.metrics._common import unparseable_flags
+from ragmon.judges.metrics._common import result, unparseable_flags
 from ragmon.judges.prompts import Example, Prompt
-from ragmon.judges.protocol import StructuredLLM
-from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, Status, Usage, Verdict
+from ragmon.judges.protocol import LocalScoring, PlannedCalls, StructuredLLM
+from ragmon.judges.types import ClaimVerdict, MetricResult, RagSample, SampleField, Status, Usage, Verdict
 
 PROMPT_VERSION = "faithfulness-v1"
 
@@ -116,6 +119,8 @@ VERDICTS_PROMPT = Prompt(
 class Faithfulness:
     name: ClassVar[str] = "faithfulness"
     prompt_version: ClassVar[str] = PROMPT_VERSION
+    needs: ClassVar[frozenset[SampleField]] = frozenset({SampleField.ANSWER, SampleField.PASSAGES})
+    review_labels: ClassVar[tuple[str, str] | None] = ("faithful", "not faithful")
 
     async def score(self, sample: RagSample, llm: StructuredLLM) -> MetricResult:
         data = FaithfulnessInput.of(sample)
@@ -141,6 +146,45 @@ class Faithfulness:
         supported = sum(v.verdict is Verdict.SUPPORTED for v in verdicts)
         return self._result(
             value, status, f"{supported} of {len(verdicts)} claims supported", verdicts, flags, usage, llm.model
+        )
+
+    def planned_calls(self, sample: RagSample) -> PlannedCalls:
+        """Claim extraction, then verdicts on claims about as long as the answer itself."""
+        claims = CLAIMS_PROMPT.render({"question": sample.question, "answer": sample.answer})
+        verdicts = VERDICTS_PROMPT.render({"passages": sample.passages, "claims": [sample.answer]})
+        return PlannedCalls(chats=(claims, verdicts))
+
+    def score_locally(self, sample: RagSample, judge: LocalScoring) -> MetricResult:
+        version = f"local-faithfulness-{judge.support_model.version}"
+        answer = text.strip_citations(sample.answer)
+        if not answer:
+            return result(self.name, version, None, Status.UNSCORABLE, "empty answer", model=judge.model)
+        if not sample.passages:
+            return result(self.name, version, None, Status.UNSCORABLE, "no passages", model=judge.model)
+        if text.is_refusal(answer):
+            value, status, flags = self._compute_score([], refusal=True)
+            return result(
+                self.name,
+                version,
+                value,
+                status,
+                "refusal: the answer asserts nothing",
+                model=judge.model,
+                flags=flags,
+            )
+        claims = judge.claims_of(sample) or [answer]
+        verdicts, probability = judge.judge_claims(claims, sample.passages, answer, sample.question)
+        _, status, flags = self._compute_score(verdicts)
+        supported = sum(v.verdict is Verdict.SUPPORTED for v in verdicts)
+        return result(
+            self.name,
+            version,
+            round(probability, 4),  # graded, not the supported share: faithful iff at or above the threshold
+            status,
+            f"P(faithful) {probability:.2f}; {supported} of {len(verdicts)} claims supported",
+            model=judge.model,
+            claims=verdicts,
+            flags=flags,
         )
 
     @staticmethod

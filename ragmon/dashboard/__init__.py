@@ -2,7 +2,8 @@
 feature and model, sampling-weighted quality trends, open alerts, and kept traces opened up.
 
 `ragmon.sinks.dashboard_queries` reads the store, `routes.py` answers HTTP requests, `assets.py` serves `static/`
-and plotly.js, `review.py` is the review queue, `keys.py` the reviewers' and readers' keys.
+and plotly.js, `meta.py` tells the page the stages and metrics it lists (the SDK's and the judge registry's),
+`review.py` is the review queue, `keys.py` the reviewers' and readers' keys.
 """
 
 from __future__ import annotations

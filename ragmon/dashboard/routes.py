@@ -9,6 +9,8 @@
     GET /api/dashboard/traces?since_s=&feature=&limit=    kept traces, newest first
     GET /api/dashboard/trace?id=<32 hex>              one trace: spans, passages, answer, judge verdicts
     GET /api/dashboard/eval_runs?since_s=             the eval runs with traffic in the window (the selector)
+    GET /api/dashboard/meta                           the stages and the judge's metrics as the page lists them
+                                                      (`ragmon.dashboard.meta`)
     GET /api/dashboard/whoami, review, labels, agreement; POST /api/dashboard/labels
                                                       the review queue (`ragmon.dashboard.review`)
 
@@ -40,6 +42,7 @@ from urllib.parse import parse_qs
 
 from ragmon.dashboard.assets import Assets
 from ragmon.dashboard.keys import KeyAuth
+from ragmon.dashboard.meta import page_meta
 from ragmon.dashboard.review import Review, ReviewError
 from ragmon.sinks.dashboard_queries import MAX_TRACES, MAX_WINDOW_S, MIN_WINDOW_S, DashboardQueries
 from ragmon.sinks.errors import QueryRejected, StoreError
@@ -144,6 +147,7 @@ class Dashboard:
         self.review = review
         self.assets = Assets()
         self._bind_host = bind_host.strip("[]").lower()
+        meta = page_meta()
         self._endpoints: dict[str, Callable[[Mapping[str, list[str]], str | None], Any]] = {
             "overview": lambda p, tenant: queries.overview(_window_s(p), tenant, _feature(p), _traffic(p)),
             "latency": lambda p, tenant: queries.latency(_window_s(p), tenant, _feature(p), _traffic(p)),
@@ -151,6 +155,7 @@ class Dashboard:
             "alerts": lambda p, tenant: queries.open_alerts(tenant),
             "traces": lambda p, tenant: queries.traces(_window_s(p), tenant, _feature(p), _limit(p), _traffic(p)),
             "eval_runs": lambda p, tenant: queries.eval_runs(_window_s(p), tenant),
+            "meta": lambda p, tenant: meta,
             "trace": self._trace,
         }
 

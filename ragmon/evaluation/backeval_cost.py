@@ -1,12 +1,10 @@
 """What a back-evaluation will cost before it starts: judge tokens × the judge model's price.
 
-For the LLM judge each metric's calls are rendered with the trace's own text, using the metrics' own prompts
-(`ragmon.judges.metrics`), so the estimate grows with long passages exactly as the bill does:
-
-- faithfulness: claim extraction (question, answer) + verdicts (passages, claims ≈ the answer);
-- answer relevance: question generation (answer) + one embedding call (the question and ~3 generated ones);
-- context precision, context relevance: one call each (question, answer, passages);
-- context recall: skipped without a reference answer (payloads have none), so nothing.
+For the LLM judge each metric says which calls it makes on a trace (`Metric.planned_calls` in
+`ragmon.judges.metrics`), rendered with the trace's own text from the metric's own prompts, so the estimate grows
+with long passages exactly as the bill does. For instance faithfulness is claim extraction (question, answer) +
+verdicts (passages, claims ≈ the answer); context recall makes no call without a reference answer (payloads have
+none).
 
 Prompt tokens are estimated as UTF-8 bytes / 4 (English BPE averages about four bytes a token) and each call's
 reply as `EXPECTED_REPLY_TOKENS`. The **worst case** is what the judge's budget reserves per call (every byte a
@@ -21,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragmon.evaluation.backeval_source import KeptTrace
-from ragmon.judges.metrics import answer_relevance, context_precision, context_relevance, faithfulness
+from ragmon.judges.metrics import METRICS
+from ragmon.judges.protocol import PlannedCalls
+from ragmon.judges.types import RagSample
 from ragmon.pricing import load_price_table
 
 BYTES_PER_TOKEN = 4.0
 EXPECTED_REPLY_TOKENS = 200
-_GENERATED_QUESTIONS = 3
 
 
 @dataclass(frozen=True)
@@ -54,26 +53,14 @@ def _message_bytes(messages: Sequence[Mapping[str, str]]) -> int:
     return sum(len(m.get("content", "").encode()) for m in messages)
 
 
-def _llm_calls(metric: str, trace: KeptTrace) -> tuple[list[int], int]:
-    """(prompt bytes per chat call, embedding input bytes) of one metric on one trace."""
-    passages = list(trace.passages)
-    if metric == "faithfulness":
-        claims = faithfulness.CLAIMS_PROMPT.render({"question": trace.question, "answer": trace.answer})
-        verdicts = faithfulness.VERDICTS_PROMPT.render({"passages": passages, "claims": [trace.answer]})
-        return [_message_bytes(claims), _message_bytes(verdicts)], 0
-    if metric == "answer_relevance":
-        generated = answer_relevance.PROMPT.render({"answer": trace.answer})
-        embedded = len(trace.question.encode()) * (1 + _GENERATED_QUESTIONS)
-        return [_message_bytes(generated)], embedded
-    if metric in ("context_precision", "context_relevance") and not passages:
-        return [], 0  # unscorable without passages: no call is made
-    if metric == "context_precision":
-        inputs = {"question": trace.question, "answer": trace.answer, "passages": passages}
-        return [_message_bytes(context_precision.PROMPT.render(inputs))], 0
-    if metric == "context_relevance":
-        inputs_r = {"question": trace.question, "passages": passages}
-        return [_message_bytes(context_relevance.PROMPT.render(inputs_r))], 0
-    return [], 0  # context_recall without a reference answer, unknown metrics: skipped by the judge
+def _planned_calls(metric: str, trace: KeptTrace) -> PlannedCalls:
+    """The LLM judge's calls for one metric on one trace; none for a metric it does not know (it would refuse it)."""
+    definition = METRICS.get(metric)
+    if definition is None:
+        return PlannedCalls()
+    return definition.planned_calls(
+        RagSample(question=trace.question, answer=trace.answer, passages=list(trace.passages))
+    )
 
 
 def estimate_cost(traces: Iterable[KeptTrace], metrics: Sequence[str], judge: Any) -> CostEstimate:
@@ -90,9 +77,9 @@ def estimate_cost(traces: Iterable[KeptTrace], metrics: Sequence[str], judge: An
     embed_bytes = 0
     for trace in chosen:
         for metric in metrics:
-            calls, embedded = _llm_calls(metric, trace)
-            chat_bytes.extend(calls)
-            embed_bytes += embedded
+            planned = _planned_calls(metric, trace)
+            chat_bytes.extend(_message_bytes(messages) for messages in planned.chats)
+            embed_bytes += planned.embedded_bytes
     input_tokens = round(sum(chat_bytes) / BYTES_PER_TOKEN)
     output_tokens = EXPECTED_REPLY_TOKENS * len(chat_bytes)
     usd = prices.cost_usd(config.model, input_tokens, output_tokens)

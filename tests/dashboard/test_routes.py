@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import re
 import time
 from collections.abc import Iterator, Mapping
 from html.parser import HTMLParser
@@ -13,11 +14,13 @@ from typing import Any
 
 import pytest
 from ragmon.collectors.auth import ApiKeyAuth
+from ragmon.judges.metrics import METRICS, REGISTRY
 from ragmon.sinks import Store
 from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.api import ApiServer
-from ragmon.dashboard import Dashboard, DashboardQueries, create_dashboard
+from ragmon.attributes import STAGES
+from ragmon.dashboard import Dashboard, DashboardQueries, create_dashboard, meta
 from ragmon.dashboard.assets import STATIC_DIR, plotly_js_file
 from tests.dashboard.known_rows import insert_traces, payload, request
 
@@ -97,6 +100,37 @@ def test_every_endpoint_answers(keyed: Client) -> None:
     for name in ("overview", "latency", "quality", "alerts", "traces"):
         status, _ = keyed.json(f"/api/dashboard/{name}?since_s=86400", key=KEYS["acme"])
         assert status == 200, name
+
+
+def test_meta_tells_the_page_the_sdks_stages_and_the_judges_metrics(keyed: Client) -> None:
+    assert keyed.json("/api/dashboard/meta")[0] == 401
+    status, answer = keyed.json("/api/dashboard/meta", key=KEYS["acme"])
+    assert status == 200
+    stages = [s["name"] for s in answer["stages"]]
+    assert stages == ["request", "embed", "search", "rerank", "tool", "generate", "other"]  # as the page listed them
+    assert sorted(stages) == sorted(STAGES) == sorted(meta.STAGE_COLORS)  # every SDK stage, each with a colour
+    colours = [s["color"] for s in answer["stages"]]
+    assert len(set(colours)) == len(colours)
+    assert [m["name"] for m in answer["metrics"]] == [m.name for m in REGISTRY]
+    labels = {m["name"]: m["review_labels"] for m in answer["metrics"]}
+    assert labels == {m.name: list(m.review_labels) if m.review_labels else None for m in REGISTRY}
+    assert labels["faithfulness"] == ["faithful", "not faithful"] and labels["context_recall"] is None
+    needs = {m["name"]: m["needs"] for m in answer["metrics"]}
+    assert needs["context_recall"] == ["passages", "reference"]
+
+
+def test_a_stage_the_sdk_gains_is_listed_before_the_unclassified_one() -> None:
+    listed = sorted([*STAGES, "plan"], key=meta._stage_rank)
+    assert listed[-2:] == ["plan", "other"] and listed[0] == "request"
+
+
+@pytest.mark.parametrize("name", ["app.js", "review.js", "index.html"])
+def test_the_page_names_no_metric_and_lists_no_stages(name: str) -> None:
+    """Stages and metrics reach the page through /api/dashboard/meta: a copy kept in the page goes stale unseen."""
+    page = (STATIC_DIR / name).read_text()
+    assert [metric for metric in METRICS if metric in page] == []
+    for line in page.splitlines():
+        assert len({s for s in STAGES if re.search(rf"\b{s}\b", line)}) < 2, line
 
 
 class _PageAudit(HTMLParser):

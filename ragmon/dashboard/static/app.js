@@ -8,16 +8,6 @@
   const KEY_STORAGE = "ragmon.apiKey";
   const TRACE_ID = /^[0-9a-f]{32}$/;
   const REFRESH_MS = 30000;
-  const STAGE_COLORS = {
-    request: "#64748b",
-    embed: "#8b5cf6",
-    search: "#0ea5e9",
-    rerank: "#14b8a6",
-    tool: "#ec4899",
-    generate: "#f59e0b",
-    other: "#94a3b8",
-  };
-  const STAGE_ORDER = ["request", "embed", "search", "rerank", "tool", "generate", "other"];
   const METRIC_COLORS = ["#2563eb", "#16a34a", "#db2777", "#ea580c", "#7c3aed", "#0891b2", "#65a30d"];
   const MODEL_COLORS = ["#6366f1", "#f59e0b", "#10b981", "#ef4444", "#06b6d4", "#a855f7", "#84cc16", "#f97316"];
   const PLOT_CONFIG = { displayModeBar: false, responsive: true };
@@ -25,7 +15,8 @@
 
   // `seq` numbers overview loads: an answer to an older one (say, before the window changed) is dropped.
   // traffic: "production", "evaluation" (every eval run) or "run:NAME" (one `ragmon eval run`)
-  const state = { windowS: 3600, feature: "", traffic: "production", timer: null, seq: 0 };
+  // meta: the stages and judge metrics the agent names (/api/dashboard/meta), set before anything is drawn
+  const state = { windowS: 3600, feature: "", traffic: "production", timer: null, seq: 0, meta: null };
 
   // --- DOM helpers (text only) -------------------------------------------------------------------------
   const $ = (id) => document.getElementById(id);
@@ -93,12 +84,30 @@
     const iso = new Date(ms).toISOString();
     return state.windowS <= 86400 ? iso.slice(11, 19) : iso.slice(5, 10) + " " + iso.slice(11, 16);
   }
+  // Stages and metrics come from the agent, in the order the page lists them; a stage it did not name is drawn
+  // as the last one it named (the unclassified) and listed after it.
+  function stageIndex(stage) {
+    return state.meta.stages.findIndex((s) => s.name === stage);
+  }
   function stageColor(stage) {
-    return STAGE_COLORS[stage] || STAGE_COLORS.other;
+    const stages = state.meta.stages;
+    const i = stageIndex(stage);
+    return stages[i < 0 ? stages.length - 1 : i].color;
   }
   function stageRank(stage) {
-    const i = STAGE_ORDER.indexOf(stage);
-    return i < 0 ? STAGE_ORDER.length : i;
+    const i = stageIndex(stage);
+    return i < 0 ? state.meta.stages.length : i;
+  }
+  function metricRank(metric) {
+    const i = state.meta.metrics.findIndex((m) => m.name === metric);
+    return i < 0 ? state.meta.metrics.length : i;
+  }
+  // The metric the trace list gives a column: the first the agent lists.
+  function headlineMetric() {
+    return state.meta.metrics[0].name;
+  }
+  function metricLabel(metric) {
+    return metric.replace(/_/g, " ");
   }
 
   // --- API -----------------------------------------------------------------------------------------------
@@ -123,6 +132,21 @@
     }
     if (!response.ok) throw new Error(name + ": " + ((body && body.error) || "HTTP " + response.status));
     return body;
+  }
+
+  // The agent's stages and metrics, asked once per page (again only after a failed ask).
+  let metaAnswer = null;
+  function meta() {
+    if (!metaAnswer) {
+      metaAnswer = api("meta", {}).then((answer) => {
+        state.meta = answer;
+        return answer;
+      }, (err) => {
+        metaAnswer = null;
+        throw err;
+      });
+    }
+    return metaAnswer;
   }
 
   function windowParams() {
@@ -320,7 +344,7 @@
       node.appendChild(el("span", {
         className: "agreement" + (v.n < data.min_labels ? " few" : ""),
         title: "judge " + v.judge_version + " at threshold " + v.threshold.toFixed(3) + (v.warning ? " — " + v.warning : ""),
-        text: m.replace(/_/g, " ") + ": " + figures + " over " + v.n + " label" + (v.n === 1 ? "" : "s"),
+        text: metricLabel(m) + ": " + figures + " over " + v.n + " label" + (v.n === 1 ? "" : "s"),
       }));
     }
   }
@@ -329,7 +353,7 @@
     const node = $("chart-quality");
     if (!data.series.length) return emptyChart(node, "No judged traces in this window yet.");
     const traces = data.series.map((s, i) => {
-      const name = plotText(s.metric.replace(/_/g, " "));
+      const name = plotText(metricLabel(s.metric));
       const details = s.n.map((n, j) => [n, s.plain[j] === null ? "–" : s.plain[j].toFixed(2), s.weight[j] === null ? "–" : s.weight[j].toFixed(1)]);
       const sizes = s.n.map((n) => Math.min(14, 5 + Math.sqrt(n)));  // more scores, bigger marker
       const g = withGaps(s.t_ms, data.step_s, [s.weighted, details, sizes]);
@@ -446,6 +470,8 @@
   }
 
   function drawTraces(traces) {
+    const headline = headlineMetric();
+    $("headline-metric").textContent = metricLabel(headline);
     const body = $("traces").querySelector("tbody");
     clear(body);
     if (!traces.length) {
@@ -461,7 +487,7 @@
         el("td", { className: "question" }, [el("a", { href: "#/trace/" + t.trace_id, text: t.question || "(no question captured)", title: t.question })]),
         el("td", {}, [reasonChips(t.reasons)]),
         el("td", { className: "num", text: fmtMs(t.duration_ms) }),
-        scoreCell(t.scores.faithfulness),
+        scoreCell(t.scores[headline]),
       ]);
       row.dataset.traceId = t.trace_id;
       row.addEventListener("click", (event) => {
@@ -477,7 +503,7 @@
       const params = windowParams();
       const [overview, latency, quality, alerts, traces, runs, agreement] = await Promise.all([
         api("overview", params), api("latency", params), api("quality", params), api("alerts", {}), api("traces", params),
-        api("eval_runs", { since_s: String(state.windowS) }), api("agreement", {}),
+        api("eval_runs", { since_s: String(state.windowS) }), api("agreement", {}), meta(),
       ]);
       if (mine !== state.seq || location.hash.startsWith("#/trace/") || extraRoutes.some((r) => r.pattern.test(location.hash))) return; // the user moved on meanwhile
       showBanner("");
@@ -612,15 +638,14 @@
       node.appendChild(el("p", { className: "muted", text: trace.kept ? "Not judged yet." : "Only kept traces are judged." }));
       return;
     }
-    // Faithfulness first: it says whether the answer can be trusted; the retrieval metrics explain why not.
-    const order = ["faithfulness", "answer_relevance", "context_precision", "context_relevance", "context_recall"];
-    const rank = (m) => (order.indexOf(m) < 0 ? order.length : order.indexOf(m));
-    const scores = trace.scores.slice().sort((a, b) => rank(a.metric) - rank(b.metric) || (a.metric < b.metric ? -1 : 1));
+    // In the agent's order: the metric that says whether the answer can be trusted first, the retrieval metrics that
+    // explain why not after.
+    const scores = trace.scores.slice().sort((a, b) => metricRank(a.metric) - metricRank(b.metric) || (a.metric < b.metric ? -1 : 1));
     for (const s of scores) {
       const tone = s.value === null ? "neutral" : s.value >= 0.8 ? "good" : s.value >= 0.5 ? "warn" : "bad";
       const block = el("div", { className: "metric" }, [
         el("div", { className: "metric-head" }, [
-          el("span", { className: "metric-name", text: s.metric.replace(/_/g, " ") }),
+          el("span", { className: "metric-name", text: metricLabel(s.metric) }),
           el("span", { className: "score " + tone, text: s.value === null ? s.status : s.value.toFixed(2) }),
         ]),
         s.explanation ? el("div", { className: "muted small", text: s.explanation }) : null,
@@ -667,7 +692,7 @@
     stopRefresh();
     const mine = ++state.seq;
     try {
-      const trace = await api("trace", { id: traceId });
+      const [trace] = await Promise.all([api("trace", { id: traceId }), meta()]);
       if (mine !== state.seq) return;
       showBanner("");
       showSection("trace");
@@ -757,7 +782,7 @@
   // object is frozen so no later script can swap a helper (say, `api`) for its own.
   const extraRoutes = [];
   window.ragmon = Object.freeze({
-    $, el, clear, api, apiKey: () => sessionStorage.getItem(KEY_STORAGE), setApiKey: (key) => sessionStorage.setItem(KEY_STORAGE, key),
+    $, el, clear, api, meta, metricLabel, apiKey: () => sessionStorage.getItem(KEY_STORAGE), setApiKey: (key) => sessionStorage.setItem(KEY_STORAGE, key),
     showSection, showBanner, handleError, fmtTime, fmtShortTime, fmtScore, fmtPct, verdictTone, TRACE_ID,
     addRoute: (pattern, handler) => extraRoutes.push({ pattern, handler }),
     nextSeq: () => ++state.seq, isCurrent: (seq) => seq === state.seq,

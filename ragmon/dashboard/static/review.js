@@ -8,13 +8,18 @@
 (function () {
   const R = window.ragmon;
   const { $, el, clear } = R;
-  // The metrics a person can judge from the page; the others need the whole corpus (what was not retrieved).
-  const LABELLED = {
-    faithfulness: ["faithful", "not faithful"],
-    answer_relevance: ["relevant", "not relevant"],
-    context_relevance: ["passages relevant", "passages not relevant"],
-  };
-  const review = { metric: "faithfulness", whoami: null };
+  // labels: metric -> [yes, no], for the metrics a person can judge from the page, in the agent's order (the judge
+  // registry's review labels, from /api/dashboard/meta); metric: the one the queue shows, the first until chosen.
+  const review = { metric: null, whoami: null, labels: null };
+
+  async function reviewLabels() {
+    if (!review.labels) {
+      const meta = await R.meta();
+      review.labels = new Map(meta.metrics.filter((m) => m.review_labels).map((m) => [m.name, m.review_labels]));
+      review.metric = review.metric || review.labels.keys().next().value;
+    }
+    return review.labels;
+  }
 
   async function postLabels(body) {
     const headers = { "Content-Type": "application/json", Accept: "application/json" };
@@ -40,10 +45,10 @@
     $("reviewer-form").hidden = whoami.can_label || !whoami.labelling_configured;
     const select = $("review-metric");
     if (!select.options.length) {
-      for (const metric of Object.keys(LABELLED)) {
+      for (const metric of review.labels.keys()) {
         const option = document.createElement("option");
         option.value = metric;
-        option.textContent = metric.replace(/_/g, " ");
+        option.textContent = R.metricLabel(metric);
         select.appendChild(option);
       }
       select.addEventListener("change", (e) => {
@@ -87,6 +92,7 @@
   async function loadQueue() {
     const mine = R.nextSeq();
     try {
+      await reviewLabels();
       const whoami = await R.api("whoami", {});
       const queue = await R.api("review", { metric: review.metric });
       if (!R.isCurrent(mine)) return;
@@ -103,7 +109,7 @@
 
   // One metric's choice (yes / no / not labelled) and, where the judge listed claims, one choice per claim.
   function metricBlock(metric, score) {
-    const [yes, no] = LABELLED[metric];
+    const [yes, no] = review.labels.get(metric);
     const name = "label-" + metric;
     const choice = (value, text) => {
       const input = el("input");
@@ -114,7 +120,7 @@
     };
     const judged = score ? " (judge " + (score.value === null ? score.status : score.value.toFixed(2)) + ")" : "";
     const block = el("div", { className: "label-metric" }, [
-      el("div", { className: "metric-name", text: metric.replace(/_/g, " ") + judged }),
+      el("div", { className: "metric-name", text: R.metricLabel(metric) + judged }),
       el("div", { className: "choices" }, [choice("yes", yes), choice("no", no), choice("", "skip")]),
     ]);
     block.dataset.metric = metric;
@@ -148,8 +154,8 @@
     if (!labels.length) list.appendChild(el("li", { className: "muted", text: "None yet." }));
     for (const l of labels) {
       list.appendChild(el("li", {}, [
-        el("span", { className: "verdict " + (l.label ? "good" : "bad"), text: l.label ? LABELLED[l.metric]?.[0] || "yes" : LABELLED[l.metric]?.[1] || "no" }),
-        el("span", { text: " " + l.metric.replace(/_/g, " ") + " · " + l.reviewer + " · " + R.fmtTime(l.labelled_at_ms) }),
+        el("span", { className: "verdict " + (l.label ? "good" : "bad"), text: l.label ? review.labels.get(l.metric)?.[0] || "yes" : review.labels.get(l.metric)?.[1] || "no" }),
+        el("span", { text: " " + R.metricLabel(l.metric) + " · " + l.reviewer + " · " + R.fmtTime(l.labelled_at_ms) }),
         l.note ? el("div", { className: "muted small", text: l.note }) : null,
       ]));
     }
@@ -175,7 +181,7 @@
     const traceId = match[1];
     const mine = R.nextSeq();
     try {
-      const [trace, labels] = await Promise.all([R.api("trace", { id: traceId }), R.api("labels", { id: traceId })]);
+      const [trace, labels] = await Promise.all([R.api("trace", { id: traceId }), R.api("labels", { id: traceId }), reviewLabels()]);
       if (!R.isCurrent(mine)) return;
       R.showBanner("");
       R.showSection("review-trace");
@@ -191,7 +197,7 @@
       }
       const form = $("label-metrics");
       clear(form);
-      for (const metric of Object.keys(LABELLED)) form.appendChild(metricBlock(metric, trace.scores.find((s) => s.metric === metric)));
+      for (const metric of review.labels.keys()) form.appendChild(metricBlock(metric, trace.scores.find((s) => s.metric === metric)));
       $("label-note").value = "";
       $("label-status").textContent = "";
       $("label-form").onsubmit = async (event) => {

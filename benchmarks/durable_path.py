@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.ingest import _requests, _template  # noqa: E402
 from ragmon.agent.decisions import DecisionSink  # noqa: E402
 from ragmon.agent.intake import WalIntake  # noqa: E402
+from ragmon.agent.sampling_loop import SamplingLoop, StoredRanges  # noqa: E402
 from ragmon.agent.wal import Position, Record, WriteAheadLog  # noqa: E402
 from ragmon.agent.writer import StoreWriter  # noqa: E402
 from ragmon.sampling import Sampler  # noqa: E402
@@ -87,6 +88,27 @@ class NoSampler:
         return None
 
 
+class KeepCopies:
+    """What the pipeline does with decisions, without judging: kept traces' text copied to payloads."""
+
+    def __init__(self, store: Any) -> None:
+        self.sink = DecisionSink(store)
+
+    def decided(self, traces: list[Any]) -> None:
+        self.sink(traces)
+
+    def undecided_low_water(self) -> int | None:
+        return self.sink.low_water_seq()
+
+
+class Discard:
+    def decided(self, traces: list[Any]) -> None:
+        return None
+
+    def undecided_low_water(self) -> None:
+        return None
+
+
 class NoFragments:
     def __init__(self, store: Any) -> None:
         self._store = store
@@ -116,21 +138,26 @@ def measure(
             log: Any = WriteAheadLog(work / f"wal-{uuid.uuid4().hex[:6]}", fsync="interval")
             sampler: Any = Sampler()
             writer_store: Any = store
-            on_decided: Any = DecisionSink(store)
+            hand_off: Any = KeepCopies(store)
         else:
-            log, sampler, writer_store, on_decided = MemoryLog(), NoSampler(), NoFragments(store), lambda d: None
+            log, sampler, writer_store, hand_off = MemoryLog(), NoSampler(), NoFragments(store), Discard()
         intake = WalIntake(log, max_backlog_bytes=1 << 40)  # all requests are queued up front: keep them in memory
-        writer = StoreWriter(intake, log, writer_store, sampler, on_decided, work / f"state-{uuid.uuid4().hex[:6]}")
+        state = work / f"state-{uuid.uuid4().hex[:6]}"
+        ranges = StoredRanges()
+        writer = StoreWriter(intake, log, writer_store, state, ranges=ranges)
+        sampling = SamplingLoop(writer_store, sampler, hand_off, ranges, state, writer.log_id)
         writer.start()  # the writer and sampling threads, as in the agent
+        sampling.start()
         started = time.perf_counter()
         for body in bodies:
             intake.consume("default", body, spans_per_request)
         while intake.backlog[0]:  # a request leaves the backlog once its batch is stored
             time.sleep(0.002)
         stored = time.perf_counter() - started
-        writer.stop(timeout_s=3600)  # returns once everything stored is also sampled and decided
+        writer.stop(timeout_s=3600)
+        sampling.stop(timeout_s=3600)  # returns once everything stored is also sampled and decided
         if variant == "durable":
-            on_decided.flush()  # the kept traces' last payload copies, as the agent does when it stops
+            hand_off.sink.flush()  # the kept traces' last payload copies, as the agent does when it stops
         done = time.perf_counter() - started
         log.close()
         return stored, done

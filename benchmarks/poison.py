@@ -72,22 +72,6 @@ class CountingStore:
         return getattr(self._store, name)
 
 
-class NoSampler:
-    """No tail sampling: nothing is decided, nothing held."""
-
-    def ingest_table(self, fragments: Any, seq_from: int) -> list[Any]:
-        return []
-
-    def tick(self) -> list[Any]:
-        return []
-
-    def flush(self) -> list[Any]:
-        return []
-
-    def low_water_seq(self) -> None:
-        return None
-
-
 @dataclass(frozen=True)
 class Run:
     seconds: float  # until the intake's backlog is empty: every request stored or quarantined
@@ -119,7 +103,7 @@ def measure(path: str, bodies: list[bytes], spans_per_request: int, engine_dir: 
         log: Any = MemoryLog()  # the log's interface, nothing written
         intake = WalIntake(log, max_backlog_bytes=1 << 40)  # all requests are queued up front: keep them in memory
         state = work / f"state-{uuid.uuid4().hex[:6]}"
-        writer = StoreWriter(intake, log, counting, NoSampler(), lambda decided: None, state)  # type: ignore[arg-type]
+        writer = StoreWriter(intake, log, counting, state)
         writer.start()
         handler = ExportHandler(intake, max_body_bytes=1 << 30)
         started = time.perf_counter()

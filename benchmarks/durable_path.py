@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.ingest import _requests, _template  # noqa: E402
-from ragmon.agent.decisions import DecisionSink  # noqa: E402
-from ragmon.agent.intake import WalIntake  # noqa: E402
-from ragmon.agent.sampling_loop import SamplingLoop, StoredRanges  # noqa: E402
-from ragmon.agent.wal import Position, Record, WriteAheadLog  # noqa: E402
-from ragmon.agent.writer import StoreWriter  # noqa: E402
+from ragmon.pipeline.decisions import DecisionSink  # noqa: E402
+from ragmon.pipeline.intake import WalIntake  # noqa: E402
+from ragmon.pipeline.sampling_loop import SamplingLoop, StoredRanges  # noqa: E402
+from ragmon.pipeline.wal import Position, Record, WriteAheadLog  # noqa: E402
+from ragmon.pipeline.writer import StoreWriter  # noqa: E402
 from ragmon.sampling import Sampler  # noqa: E402
 from ragmon.sampling.trace import FRAGMENT_COLUMNS  # noqa: E402
 

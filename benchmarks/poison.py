@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))  # ingest.py imports a module besid
 
 from benchmarks.durable_path import MemoryLog  # noqa: E402
 from benchmarks.ingest import _requests, _template  # noqa: E402
-from ragmon.agent.intake import WalIntake  # noqa: E402
-from ragmon.agent.writer import StoreWriter  # noqa: E402
+from ragmon.pipeline.intake import WalIntake  # noqa: E402
+from ragmon.pipeline.writer import StoreWriter  # noqa: E402
 from ragmon.sampling.trace import FRAGMENT_COLUMNS  # noqa: E402
 
 # An unknown field 7 sent as a group holding one varint: upb skips it, the engine's reader refuses the message.

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ragmon.agent.decisions import DecisionSink
+from ragmon.pipeline.decisions import DecisionSink
 from ragmon.sampling import Sampler, SamplerConfig, TraceFragment
 
 _STAGES = ("request", "embed", "search", "rerank", "generate")

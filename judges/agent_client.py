@@ -22,7 +22,7 @@ from typing import Any
 from ragmon.judges.worker import SourceUnavailable
 
 AGENT_FILE = "agent.json"  # written by the agent that owns the data directory (ragmon.agent.agent.DataDirLock)
-TOKEN_FILE = "judge-api.token"  # ragmon.agent.judging.JUDGE_TOKEN_FILE
+TOKEN_FILE = "judge-api.token"  # ragmon.pipeline.judging.JUDGE_TOKEN_FILE
 _RETRYABLE_STATUSES = {429, 502, 503, 504}
 
 log = logging.getLogger("ragmon.judges")

@@ -5,7 +5,7 @@ inside `claims` (stored as the parallel `claim_flags` / `claim_support` columns)
 noncommittal, unparseable_verdicts), the number of judge calls, and the trace's sampling reason and inclusion
 probability (its weight is 1 / inclusion_probability), and from v9 the trace's eval run (`eval_run`, '' for
 production traffic: an eval run's scores stay apart from production's). A store that lacks them drops them at its
-adapter (ragmon/agent/judge_store.py), counted, instead of failing the insert.
+adapter (ragmon/pipeline/judge_store.py), counted, instead of failing the insert.
 
 Rows are plain JSON values (times as integer unix nanoseconds), because they wait in the queue file before they
 reach the store, and a re-sent row must be byte-identical to the first send.

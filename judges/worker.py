@@ -81,7 +81,7 @@ class ScoreEvents(Protocol):
 
 class HealthReport(Protocol):
     """Where the worker says how it is doing: a heartbeat on progress or an idle poll, or the fault it is retrying
-    (ragmon.agent.health.Component in the agent)."""
+    (ragmon.health.Component in the agent)."""
 
     def ok(self) -> None: ...
 

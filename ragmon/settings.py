@@ -130,7 +130,7 @@ class AgentSettings(_Section):
     # tenant -> {reviewer name -> key}: keys that may also write labels of that tenant's kept traces (the review
     # queue, `ragmon.dashboard.keys`); they read as the tenant's API keys do. A name per key, so a label says who.
     reviewer_keys: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
-    # Write-ahead log: what an acknowledged request survives (see ragmon/agent/wal.py).
+    # Write-ahead log: what an acknowledged request survives (see ragmon/pipeline/wal.py).
     fsync: Literal["always", "interval", "never"] = "interval"
     fsync_interval_ms: int = Field(default=50, ge=1)
     wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)

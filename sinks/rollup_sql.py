@@ -5,7 +5,7 @@ span's ancestors arrive after it — a parent ends, and is exported, after its c
 spans one by one. Whether LlamaIndex's `OpenAI.chat` is a second LLM call or the inside of `OpenAI.predict` is
 known only once the spans above it are stored. So the agent rolls up a range of ingest sequence numbers once the
 tail sampler has decided every trace with a span in it — the root arrived plus the grace period, or the decision
-timeout passed (`ragmon.agent.rollups`) — with one INSERT … SELECT per range and a deterministic deduplication
+timeout passed (`ragmon.pipeline.rollups`) — with one INSERT … SELECT per range and a deterministic deduplication
 token, so a range rolled up again after a crash is dropped like a re-sent batch. The sampler's per-range pass is
 the one place that already waits for traces to be whole; the report lags by that wait (two to three seconds; at
 most the roll-up's maximum delay while a trace whose root never arrives is pending).
@@ -29,7 +29,7 @@ written by hand can have, is rolled up as 'other'), the status as a flag — eac
 not collapsed: a span re-sent in another batch (a re-sent batch the token drops) counts again, as it did under the
 view, and sorting them out was another ~5%. Cost: `benchmarks/rollup.py` (the view's plain aggregation over the
 same ranges beside it: 2.1 against 0.45 µs per span in 40k-span ranges); one range per two seconds at most
-(`ragmon.agent.rollups`).
+(`ragmon.pipeline.rollups`).
 """
 
 from __future__ import annotations

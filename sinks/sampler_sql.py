@@ -99,7 +99,7 @@ def copy_payloads_sql(ddl: Ddl) -> str:
     probabilities (a JSON array of numbers) — one entry per kept trace, aligned — and min_seq (UInt64): every span
     of those traces was stored at or after it (0: no bound). The bound lets both tables skip old parts by their
     ingest_seq minmax index: without it, finding a few thousand random trace ids reads the trace_id column of
-    everything stored. Sequence numbers are per agent instance (ragmon/agent/intake.py, IngestSeq), so spans of
+    everything stored. Sequence numbers are per agent instance (ragmon/pipeline/intake.py, IngestSeq), so spans of
     the trace that reached another agent are read only if that agent's numbers are higher — agents sharing a store
     need the load balancer to route by trace id anyway, or no sampler sees a whole trace (deploy/README.md).
 

@@ -647,7 +647,7 @@ def _v4(ddl: Ddl) -> list[str]:
 def _v5(ddl: Ddl) -> list[str]:
     """The minute rollup is fed by the agent once a range's traces are decided (`sinks/rollup_sql.py`: one call per
     nested run of a stage), no longer by a view on every inserted span. Spans stored before this ran were counted
-    by the view; the agent starts rolling up after the last of them (`ragmon.agent.rollups`)."""
+    by the view; the agent starts rolling up after the last of them (`ragmon.pipeline.rollups`)."""
     return [f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"]
 
 

@@ -6,7 +6,9 @@ the shipped code (module-level and inside functions, and `importlib.import_modul
 - the parts — `ragmon.collectors` (receive), `ragmon.sinks` (store), `ragmon.judges` (score), `ragmon.sampling`
   (the tail sampler's policies), `ragmon.drift` (signals, detectors, rules, alert channels) and `ragmon.dashboard`
   (its routes, review queue and keys) — import only the SDK and the store's or judges' modules they read;
-- `ragmon.agent` is where the parts are wired together;
+- `ragmon.pipeline` is a span's path from the write-ahead log to a score (log, store, sample, keep, queue, roll up,
+  judge), built from the parts above;
+- `ragmon.agent` is where the parts are wired together: receivers, pipeline, alerting, API and dashboard;
 - the commands built on it: `ragmon.commands` (serve, report, query, alerts, judge, ...), `ragmon.evaluation`
   (offline evaluation, back-evaluation of the store with a judge) and `ragmon.demo` (the sample app, and
   `ragmon demo`, which runs it through an embedded agent);
@@ -37,9 +39,10 @@ ALLOWED: dict[str, set[str]] = {
     "sampling": {SDK},
     "drift": {SDK, "sinks"},
     "dashboard": {SDK, "collectors", "sinks", "judges"},
-    "agent": {SDK, "collectors", "sinks", "judges", "sampling", "drift", "dashboard"},
-    "commands": {SDK, "agent", "sinks", "judges", "sampling", "drift"},
-    "evaluation": {SDK, "agent", "judges", "sinks", "demo", "commands"},
+    "pipeline": {SDK, "collectors", "sinks", "judges", "sampling"},
+    "agent": {SDK, "collectors", "sinks", "judges", "sampling", "drift", "dashboard", "pipeline"},
+    "commands": {SDK, "agent", "pipeline", "sinks", "judges", "sampling", "drift"},
+    "evaluation": {SDK, "agent", "pipeline", "judges", "sinks", "demo", "commands"},
     "demo": {SDK, "agent", "commands", "sampling", "drift"},
     "cli": {SDK, "commands", "judges", "evaluation", "demo"},
 }
@@ -63,7 +66,7 @@ def module_name(path: Path) -> str:
 
 # Parts whose modules other parts reach only through the package itself (its `__init__` is the public surface).
 # `ragmon.cli` is the exception that names each command's own module, so `ragmon --help` loads only the one it runs.
-ONE_SURFACE = {"sampling", "drift", "dashboard", "commands"}
+ONE_SURFACE = {"sampling", "drift", "dashboard", "commands", "pipeline"}
 
 
 def imported(source: str, module: str) -> Iterator[tuple[int, str, list[str]]]:
@@ -134,7 +137,7 @@ def test_the_modules_are_all_found() -> None:
     ("module", "source"),
     [
         ("ragmon.judges.worker", "from ragmon.sinks.store import Store"),
-        ("ragmon.collectors.http_receiver", "def f():\n    import ragmon.agent.wal"),
+        ("ragmon.collectors.http_receiver", "def f():\n    import ragmon.agent.api"),
         ("ragmon.sinks.store", "from ragmon.judges import metrics"),
         ("ragmon._configure", "import importlib\nimportlib.import_module('ragmon.agent.agent')"),
         ("ragmon.demo.app", "from ragmon.collectors import HttpReceiver"),

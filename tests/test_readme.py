@@ -59,7 +59,7 @@ def test_the_readme_tables_section_is_the_schema() -> None:
 
 def test_readme_scores_out_example_turns_the_events_on() -> None:
     """The scores-out example's variables are settings ragmon reads, and they give a working exporter."""
-    from ragmon.agent.score_events import open_events
+    from ragmon.pipeline.score_events import open_events
     from ragmon.settings import load_settings
 
     block = README.split("<!-- scores-out example", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]

@@ -27,10 +27,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
-from ragmon.agent.health import HealthRegistry
-from ragmon.agent.judging import JudgeEndpoints
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
-from ragmon.agent.pipeline import Pipeline
 from ragmon.agent.ports import check_ports_free
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
@@ -38,6 +35,8 @@ from ragmon.collectors.exposition import metrics_registry, render_metrics
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.dashboard import ReadKeys, ReviewerKeys, create_dashboard, create_review
 from ragmon.drift import AlertsConfig
+from ragmon.health import HealthRegistry
+from ragmon.pipeline import JudgeEndpoints, Pipeline
 from ragmon.pricing import load_price_table
 from ragmon.sampling import Sampler, SamplerConfig, decision_counts
 from ragmon.settings import Settings
@@ -190,7 +189,13 @@ class Agent:
             self._seed_request_latency()
             # The span's path from the log to a score (pipeline.py); the receivers below feed its intake.
             self.pipeline = Pipeline(
-                self.settings, self.memory, self.store, self.sampler, self.data_dir, health=self.health
+                self.settings,
+                self.store,
+                self.sampler,
+                self.data_dir,
+                backlog_bytes=self.memory.backlog_bytes,
+                insert_batch_bytes=self.memory.insert_batch_bytes,
+                health=self.health,
             ).start()
             self.alerting = start_alerting(self.alerts_config, self.store, health=self.health)
             self.memory_guard.start()
@@ -312,7 +317,7 @@ class Agent:
 
     def _probe(self, name: str) -> tuple[bool, dict[str, Any]]:
         """/health/live (restart me?), /health/ready (send me traffic?); plain /health is the readiness answer,
-        which a load balancer or a compose health check asks for (`ragmon.agent.health`)."""
+        which a load balancer or a compose health check asks for (`ragmon.health`)."""
         probe = self.health.live() if name == "live" else self.health.ready()
         return probe.ok, probe.body
 

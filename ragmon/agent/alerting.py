@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ragmon.agent.health import Component, HealthRegistry
 from ragmon.drift import (
     AlertEvaluator,
     AlertRecord,
@@ -34,6 +33,7 @@ from ragmon.drift import (
     StoreSignalSource,
     build_dispatcher,
 )
+from ragmon.health import Component, HealthRegistry
 from ragmon.retry import Recovery
 
 log = logging.getLogger("ragmon.alerts")

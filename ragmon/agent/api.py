@@ -1,7 +1,7 @@
 """The agent's read API on its own port: `ragmon report` and `ragmon query` ask the running agent here, since an
 embedded store has one owner. Same API keys as the receivers; a key sees only its tenant's rows.
 
-    GET  /health, /health/live, /health/ready     the agent's components (`ragmon.agent.health`): /health/live
+    GET  /health, /health/live, /health/ready     the agent's components (`ragmon.health`): /health/live
                                                   answers 503 only when the process should be restarted,
                                                   /health/ready 503 while it should not take traffic
     GET  /metrics                                 the agent's Prometheus metrics (the receiver's port has them too)
@@ -20,7 +20,7 @@ embedded store has one owner. Same API keys as the receivers; a key sees only it
     POST /api/judge/scores   {"rows": [...]}          its score rows (idempotent: an identical re-send is dropped)
 
 The two judge endpoints serve every tenant, so they take the token the agent writes into its data directory
-(`X-Ragmon-Judge-Token`), not an API key (`ragmon.agent.judging.JudgeEndpoints`).
+(`X-Ragmon-Judge-Token`), not an API key (`ragmon.pipeline.judging.JudgeEndpoints`).
 
 It runs on the same HTTP/1.1 server as the OTLP receiver (`ragmon.collectors.http_server`): every key is checked on
 the request's head, before a body byte is read; bodies over an endpoint's limit are 413 while the client is still

@@ -191,8 +191,8 @@ def judge(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    from ragmon.agent.score_events import FLUSH_ON_STOP_S, open_events
     from ragmon.judges.worker import JudgeWorker, WorkerConfig
+    from ragmon.pipeline import FLUSH_ON_STOP_S, open_events
 
     try:
         events = open_events(settings.judge.events)
@@ -293,7 +293,7 @@ def _store_side(clickhouse_url: str | None, data_dir: Path) -> tuple[Any, Any, s
     directory's lock meanwhile (an agent starting then says the directory is in use, instead of failing on
     chDB's lock), else through the agent that owns it, as `ragmon report` and `query` do."""
     from ragmon.agent.agent import claim_or_find_agent
-    from ragmon.agent.judge_store import agent_store_side, open_store_side
+    from ragmon.pipeline import agent_store_side, open_store_side
 
     if clickhouse_url:
         return open_store_side(clickhouse_url, data_dir), None, f"ClickHouse at {clickhouse_url}"

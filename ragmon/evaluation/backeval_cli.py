@@ -250,7 +250,7 @@ def _store_scores(store: Any, entries: list[Any]) -> str:
     """Write the run's score rows to the store when this process owns it (identical re-sends collapse)."""
     if store is None:
         return "scores not written to the store (a running agent owns it; they are in the results file)"
-    from ragmon.agent.judge_store import StoreScoreSink
+    from ragmon.pipeline import StoreScoreSink
 
     rows = [row for entry in entries for row in entry.rows]
     sink = StoreScoreSink(store)

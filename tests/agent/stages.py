@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragmon.agent.health import HealthRegistry
-from ragmon.agent.intake import WalIntake
-from ragmon.agent.sampling_loop import SamplingLoop, StoredRanges
-from ragmon.agent.wal import WriteAheadLog
-from ragmon.agent.writer import StoreWriter
+from ragmon.health import HealthRegistry
+from ragmon.pipeline.intake import WalIntake
+from ragmon.pipeline.sampling_loop import SamplingLoop, StoredRanges
+from ragmon.pipeline.wal import WriteAheadLog
+from ragmon.pipeline.writer import StoreWriter
 from ragmon.sampling import DecidedTrace, Sampler
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ragmon.sinks.errors import StoreError
 
-from ragmon.agent.decisions import DecisionSink
+from ragmon.pipeline.decisions import DecisionSink
 from ragmon.sampling import DecidedTrace, Decision
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ragmon.agent.health import HealthRegistry
+from ragmon.health import HealthRegistry
 
 
 class Clock:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 from ragmon.sinks.errors import PartlyStored, StoreError
 
-from ragmon.agent.intake import WalIntake
-from ragmon.agent.sampling_loop import SamplingLoop
-from ragmon.agent.wal import WriteAheadLog
-from ragmon.agent.writer import StoreWriter
+from ragmon.pipeline.intake import WalIntake
+from ragmon.pipeline.sampling_loop import SamplingLoop
+from ragmon.pipeline.wal import WriteAheadLog
+from ragmon.pipeline.writer import StoreWriter
 from ragmon.sampling.trace import FRAGMENT_COLUMNS
 from tests.agent.stages import store_and_sample
 

@@ -23,7 +23,7 @@ from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.sinks import Store, open_store
 
 from ragmon.agent.agent import Agent
-from ragmon.agent.judge_store import agent_store_side
+from ragmon.pipeline.judge_store import agent_store_side
 from ragmon.settings import JudgeSettings, load_settings
 from tests.agent.judge_traces import kept_traces, post, wait_until
 

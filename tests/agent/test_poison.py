@@ -27,9 +27,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragmon.sinks import Store, open_store, otlp_views
 from ragmon.sinks.errors import StoreError
 
-from ragmon.agent.intake import WalIntake
-from ragmon.agent.wal import WriteAheadLog
-from ragmon.agent.writer import StoreWriter
+from ragmon.pipeline.intake import WalIntake
+from ragmon.pipeline.wal import WriteAheadLog
+from ragmon.pipeline.writer import StoreWriter
 from ragmon.sampling.trace import FRAGMENT_COLUMNS
 
 SPANS_PER_REQUEST = 2

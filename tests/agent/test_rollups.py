@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ragmon.agent.intake import IngestSeq
-from ragmon.agent.rollups import Rollups
-from ragmon.agent.wal import Position
+from ragmon.pipeline.intake import IngestSeq
+from ragmon.pipeline.rollups import Rollups
+from ragmon.pipeline.wal import Position
 from ragmon.retry import Recovery
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ragmon.sinks.errors import StoreError
 
-from ragmon.agent.sampling_tally import SamplingTally
+from ragmon.pipeline.sampling_tally import SamplingTally
 from ragmon.sampling import DecidedTrace, Decision
 
 

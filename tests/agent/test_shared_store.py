@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from ragmon.agent.intake import IngestSeq
+from ragmon.pipeline.intake import IngestSeq
 from tests.agent.harness import AgentProcess, EngineServer
 
 TRACES_PER_AGENT = 20
@@ -29,7 +29,7 @@ _DECISIONS = re.compile(r"^ragmon_sampler_decisions_total\{[^}]*\} (\S+)$", re.M
 
 
 def test_ingest_seq_ranges_of_instances_are_disjoint() -> None:
-    from ragmon.agent.wal import Position
+    from ragmon.pipeline.wal import Position
 
     low, high = Position(1, 0), Position((1 << 24) - 1, (1 << 28) - 1)
     first, second = IngestSeq(0), IngestSeq(1)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragmon.agent.wal import Cursor, Position, WalFull, WriteAheadLog
+from ragmon.pipeline.wal import Cursor, Position, WalFull, WriteAheadLog
 
 
 def test_records_replay_in_order_with_their_tenant(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_cursor_persists_atomically(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from ragmon.agent.wal import WriteAheadLog
+from ragmon.pipeline.wal import WriteAheadLog
 wal = WriteAheadLog(Path(sys.argv[1]), fsync=sys.argv[2], segment_max_bytes=4096)
 i = 0
 while True:

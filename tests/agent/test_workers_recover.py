@@ -19,12 +19,12 @@ from ragmon.sinks import Store, open_store
 from ragmon.sinks.errors import StoreError
 
 from ragmon.agent.alerting import AlertingService
-from ragmon.agent.health import HealthRegistry
-from ragmon.agent.intake import WalIntake
-from ragmon.agent.judging import JudgeService, Judging
-from ragmon.agent.wal import WriteAheadLog
-from ragmon.agent.writer import StoreWriter
 from ragmon.drift import AlertsConfig
+from ragmon.health import HealthRegistry
+from ragmon.pipeline.intake import WalIntake
+from ragmon.pipeline.judging import JudgeService, Judging
+from ragmon.pipeline.wal import WriteAheadLog
+from ragmon.pipeline.writer import StoreWriter
 from ragmon.settings import JudgeSettings
 from tests.agent.stages import store_and_sample
 from tests.agent.test_alerting import FlakyStore

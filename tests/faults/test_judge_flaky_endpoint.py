@@ -19,7 +19,7 @@ from ragmon.judges.queue import FINAL_STATES, JudgeQueue, Kept
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.sinks import Store, open_store
 
-from ragmon.agent.judge_store import StoreScoreSink
+from ragmon.pipeline.judge_store import StoreScoreSink
 from ragmon.testing import FaultRecord, FlakyReplies, ScriptedOpenAIServer
 from tests.faults import scenario_rows
 from tests.faults.faults_support import LONG, scaled

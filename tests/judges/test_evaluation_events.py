@@ -1,6 +1,6 @@
 """Scores out as `gen_ai.evaluation.result` events: the record a score becomes, the bounded queue that sends it, and a
 judge worker's scores decoded by real OTLP logs receivers on loopback (judges/evaluation_events.py,
-judges/event_export.py, ragmon/agent/score_events.py). A receiver that is down, failing or speaking garbage costs
+judges/event_export.py, ragmon/pipeline/score_events.py). A receiver that is down, failing or speaking garbage costs
 events — each one counted — and never a score or the judge's time."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import make_judge
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
 
-from ragmon.agent.score_events import logs_url, metric_families, open_events
+from ragmon.pipeline.score_events import logs_url, metric_families, open_events
 from ragmon.settings import JudgeEventsSettings
 from tests.judges.worker_fakes import DictPayloads, ListSink, sample, trace_id
 from tests.otlp_logs_receiver import GarbageServer, GrpcLogsReceiver, HttpLogsReceiver, unused_port

@@ -15,8 +15,8 @@ from ragmon.sinks import Store, open_store
 from ragmon.sinks.quality import assemble_quality, kept_estimate, quality_sql, weighted_estimate
 from ragmon.sinks.schema import SCHEMA_VERSION, SCORE_COLUMNS_V3
 
-from ragmon.agent.judge_store import StoreScoreSink
 from ragmon.commands.report import format_quality
+from ragmon.pipeline.judge_store import StoreScoreSink
 
 NOW_S = 1_800_000_000  # a fixed clock for the window; rows are stamped relative to it
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ragmon.agent.judge_store import StoredPayload, StorePayloadSource
+from ragmon.pipeline.judge_store import StoredPayload, StorePayloadSource
 
 
 class CountingStore:

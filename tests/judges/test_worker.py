@@ -19,7 +19,7 @@ from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.sinks.errors import StoreError
 from ragmon.sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
 
-from ragmon.agent.judge_store import StoredPayload, StoreScoreSink
+from ragmon.pipeline.judge_store import StoredPayload, StoreScoreSink
 from ragmon.pricing import default_price_table
 from ragmon.testing import Completion, ErrorReply, ScriptedOpenAIServer, malformed_json
 from tests.judges.conftest import JudgeFactory

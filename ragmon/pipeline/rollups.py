@@ -28,8 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ragmon.agent.intake import IngestSeq
-from ragmon.agent.wal import Cursor, Position
+from ragmon.pipeline.intake import IngestSeq
+from ragmon.pipeline.wal import Cursor, Position
 from ragmon.retry import Recovery
 
 log = logging.getLogger("ragmon.agent")

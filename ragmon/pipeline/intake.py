@@ -13,8 +13,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from ragmon.agent.wal import Position, WalError, WalFull, WriteAheadLog
 from ragmon.collectors.errors import Backpressure, ConsumerUnavailable
+from ragmon.pipeline.wal import Position, WalError, WalFull, WriteAheadLog
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,10 +47,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ragmon.agent.health import Component, HealthRegistry
-from ragmon.agent.intake import IngestSeq, PendingRequest, WalIntake
-from ragmon.agent.sampling_loop import StoredRanges
-from ragmon.agent.wal import Cursor, Position, WriteAheadLog
+from ragmon.health import Component, HealthRegistry
+from ragmon.pipeline.intake import IngestSeq, PendingRequest, WalIntake
+from ragmon.pipeline.sampling_loop import StoredRanges
+from ragmon.pipeline.wal import Cursor, Position, WriteAheadLog
 from ragmon.retry import Recovery, RetryPolicy
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
@@ -67,7 +67,7 @@ class _Stopping(Exception):
     """Raised inside the writer when a shutdown interrupts a retry."""
 
 
-# How long the writer may go without a heartbeat before it counts as stalled (ragmon.agent.health). It beats at least
+# How long the writer may go without a heartbeat before it counts as stalled (ragmon.health). It beats at least
 # every `tick_interval_s` when idle and after each failed try (5 s apart at most): what exceeds two minutes is one
 # store call that does not return.
 WRITER_STALL_AFTER_S = 120.0

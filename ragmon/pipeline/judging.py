@@ -3,7 +3,7 @@
 - `Judging.start` opens the queue under the data directory, catches up once on kept traces that were never
   queued, and — with `judge.run_in_agent` (the default) — runs the judge worker in-process. With it off, the
   agent still enqueues every kept trace for the configured judge's version, and `ragmon judge` workers take them.
-- Kept traces whose payload was copied are enqueued (`enqueue`, the DecisionSink's `on_copied`). While the queue
+- Kept traces whose payload was copied are enqueued (`enqueue`, by `Pipeline.decided`). While the queue
   file cannot take them (disk full, locked) they wait in memory (at most `UNQUEUED_MAX`; past it the oldest are
   dropped and counted, and the next start's catch-up queues them) and go in with the next enqueue that succeeds.
 - The catch-up: traces of the last week with a payload but no online score and no queue item of any judge
@@ -17,10 +17,10 @@
 
 The in-process worker (`JudgeService`) judges within the judge's rate limit and budget and writes scores to the
 store; with `judge.events.endpoint` set it also sends each score out as a `gen_ai.evaluation.result` event
-(ragmon/agent/score_events.py), counted on /metrics. Stopping lets in-flight traces finish within a deadline; the
+(ragmon/pipeline/score_events.py), counted on /metrics. Stopping lets in-flight traces finish within a deadline; the
 rest stay queued. It never stops on a fault — a full disk under the queue file, a store that is down, a bug in a
 step: the worker retries with backoff and resumes when the fault passes (judges/worker.py), reporting to the
-agent's health registry as the `judge` component (ragmon/agent/health.py).
+agent's health registry as the `judge` component (ragmon/health.py).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
-from ragmon.agent import score_events
-from ragmon.agent.health import Component, HealthRegistry
-from ragmon.agent.judge_store import StorePayloadSource, StoreScoreSink
+from ragmon.health import Component, HealthRegistry
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
+from ragmon.pipeline import score_events
+from ragmon.pipeline.judge_store import StorePayloadSource, StoreScoreSink
 from ragmon.retry import Recovery, is_transient
 from ragmon.settings import JudgeSettings
 

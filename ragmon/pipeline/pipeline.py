@@ -25,9 +25,10 @@
    scores them with the configured judge and writes `scores`; a lease that expires (a worker killed) is judged
    again, and fencing tokens keep it to one score.
 
-`Pipeline` builds steps 2-8 and runs them; the agent (`agent.py`) wires the receivers to its `intake` and the API to
-the store. `stop` keeps the order the guarantees need: the writer stores what was acknowledged, the sampler decides
-what it holds, kept traces are copied and queued, and only then does the sampler cursor move past them.
+`Pipeline` builds steps 2-8 and runs them; the agent (`ragmon/agent/agent.py`) wires the receivers to its `intake`
+and the API to the store. `stop` keeps the order the guarantees need: the writer stores what was acknowledged, the
+sampler decides what it holds, kept traces are copied and queued, and only then does the sampler cursor move past
+them.
 """
 
 from __future__ import annotations
@@ -38,15 +39,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ragmon.agent.decisions import DecisionSink
-from ragmon.agent.health import HealthRegistry
-from ragmon.agent.intake import IngestSeq, WalIntake
-from ragmon.agent.judging import Judging
-from ragmon.agent.memory_budget import MemoryBudget
-from ragmon.agent.sampling_loop import SamplingLoop, StoredRanges
-from ragmon.agent.sampling_tally import SamplingTally
-from ragmon.agent.wal import WriteAheadLog
-from ragmon.agent.writer import StoreWriter
+from ragmon.health import HealthRegistry
+from ragmon.pipeline.decisions import DecisionSink
+from ragmon.pipeline.intake import IngestSeq, WalIntake
+from ragmon.pipeline.judging import Judging
+from ragmon.pipeline.sampling_loop import SamplingLoop, StoredRanges
+from ragmon.pipeline.sampling_tally import SamplingTally
+from ragmon.pipeline.wal import WriteAheadLog
+from ragmon.pipeline.writer import StoreWriter
 from ragmon.sampling import DecidedTrace, Sampler
 from ragmon.settings import Settings
 from ragmon.sinks import Store
@@ -58,11 +58,12 @@ class Pipeline:
     def __init__(
         self,
         settings: Settings,
-        memory: MemoryBudget,
         store: Store,
         sampler: Sampler,
         data_dir: Path,
         *,
+        backlog_bytes: int,
+        insert_batch_bytes: int,
         health: HealthRegistry,
     ) -> None:
         agent = settings.agent
@@ -76,7 +77,7 @@ class Pipeline:
             fsync_interval_ms=agent.fsync_interval_ms,
             max_bytes=agent.wal_max_bytes,
         )
-        self.intake = WalIntake(self.wal, max_backlog_bytes=memory.backlog_bytes)
+        self.intake = WalIntake(self.wal, max_backlog_bytes=backlog_bytes)
         try:
             # 8. judge: the queue opens (and catches up) before anything is decided; kept traces are queued whoever
             # judges them (this agent, or `ragmon judge` workers)
@@ -93,7 +94,7 @@ class Pipeline:
                 state_dir,
                 ranges=ranges,
                 seq=seq,
-                batch_max_bytes=memory.insert_batch_bytes,
+                batch_max_bytes=insert_batch_bytes,
                 health=health,
             )
             self.sampler = sampler

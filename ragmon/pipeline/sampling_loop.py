@@ -23,10 +23,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ragmon.agent.health import Component, HealthRegistry
-from ragmon.agent.intake import IngestSeq
-from ragmon.agent.rollups import Rollups, RollupStore
-from ragmon.agent.wal import Cursor, Position
+from ragmon.health import Component, HealthRegistry
+from ragmon.pipeline.intake import IngestSeq
+from ragmon.pipeline.rollups import Rollups, RollupStore
+from ragmon.pipeline.wal import Cursor, Position
 from ragmon.retry import Recovery
 from ragmon.sampling import DecidedTrace, Sampler
 from ragmon.sinks.errors import StoreError
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ragmon.agent")
 
-# How long each loop may go without a heartbeat before it counts as stalled (ragmon.agent.health). Each beats at
+# How long each loop may go without a heartbeat before it counts as stalled (ragmon.health). Each beats at
 # least every tick when idle and after each failed try (10 s apart at most): two minutes is a store call that hangs.
 SAMPLING_STALL_AFTER_S = 120.0
 ROLLUPS_STALL_AFTER_S = 120.0

@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -36,9 +35,9 @@ from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.dashboard import ReadKeys, ReviewerKeys, create_dashboard, create_review
 from ragmon.drift import AlertsConfig
 from ragmon.health import HealthRegistry
-from ragmon.pipeline import JudgeEndpoints, Pipeline
+from ragmon.pipeline import JudgeEndpoints, Pipeline, pipeline_families
 from ragmon.pricing import load_price_table
-from ragmon.sampling import Sampler, SamplerConfig, decision_counts
+from ragmon.sampling import Sampler, SamplerConfig
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store, otlp_views
 from ragmon.sinks.read_budget import QueryBudgets
@@ -332,13 +331,6 @@ class Agent:
                 log.warning("could not refresh recent p95 figures: %s", exc)
         return self._p95.get((feature, stage))
 
-    def _kept_by_reason(self, *, evaluation: bool = False) -> tuple[Counter[str], int]:
-        """Kept traces by first reason, and every trace decided, since start (the sampler's own counts), of
-        production or of the eval runs."""
-        counts = decision_counts(self.sampler.counts, evaluation=evaluation)
-        kept = Counter({key.removeprefix("kept:"): n for key, n in counts.items() if key.startswith("kept:")})
-        return kept, sum(n for key, n in counts.items() if key.startswith("decided:"))
-
     # -- /metrics --------------------------------------------------------------------------------------------
     @functools.cached_property
     def metrics(self) -> CollectorRegistry:
@@ -348,70 +340,14 @@ class Agent:
         return metrics_registry(self.counters, self, self.memory_guard)
 
     def collect(self) -> Iterator[Metric]:
-        """The agent's families, read from the counts its parts keep (a prometheus_client collector)."""
-        requests, backlog_bytes = self.pipeline.intake.backlog
-        yield GaugeMetricFamily("ragmon_queue_requests", "Acknowledged requests waiting for the store.", requests)
-        yield GaugeMetricFamily(
-            "ragmon_queue_bytes", "Bytes of acknowledged requests waiting for the store.", backlog_bytes
-        )
-        yield GaugeMetricFamily("ragmon_wal_bytes", "Bytes held by the write-ahead log.", self.pipeline.wal.bytes_total)
-        # Counter families are named without _total: prometheus_client appends it (ragmon_intake_refused_total).
-        refused = CounterMetricFamily(
-            "ragmon_intake_refused", "Requests refused with back-pressure, by reason.", labels=["reason"]
-        )
-        for reason, n in sorted(self.pipeline.intake.refused.items()):
-            refused.add_metric([reason], n)
-        yield refused
-        writer = self.pipeline.writer.counts + self.pipeline.sampling.counts
-        yield CounterMetricFamily("ragmon_spans_stored", "Spans stored.", writer["spans_stored"])
-        yield CounterMetricFamily("ragmon_store_batches", "Batches stored.", writer["batches"])
-        seconds = CounterMetricFamily(
-            "ragmon_store_writer_seconds",
-            "Wall time of the store writer, by phase: insert, sample (fragments query and policies), decided "
-            "(payload copies and judge queue), roll_up (the per-minute rollup).",
-            labels=["phase"],
-        )
-        for phase, s in sorted({**self.pipeline.writer.seconds, **self.pipeline.sampling.seconds}.items()):
-            seconds.add_metric([phase], round(s, 6))
-        yield seconds
-        yield GaugeMetricFamily(
-            "ragmon_rollup_lag_seconds",
-            "How long the oldest stored range has waited to enter the per-minute rollup (the report trails by this).",
-            round(self.pipeline.sampling.rollups.lag_s(), 3),
-        )
-        errors = CounterMetricFamily("ragmon_store_errors", "Store errors, by kind.", labels=["kind"])
-        errors.add_metric(["retryable"], writer["store_retries"])
-        errors.add_metric(["rejected"], writer["batches_rejected"])
-        yield errors
-        yield CounterMetricFamily(
-            "ragmon_spans_quarantined", "Spans the store rejected, kept aside.", writer["spans_quarantined"]
-        )
+        """The agent's families, read from the counts its parts keep (a prometheus_client collector): the
+        pipeline's (`ragmon.pipeline.metrics`), the store's reads, the loops' health, the API's refusals, alerting."""
+        yield from pipeline_families(self.pipeline)
         yield GaugeMetricFamily(
             "ragmon_store_reads_running",
             "Callers' reads out now (the API, the dashboard): waiting for a read connection or running in the engine.",
             self.store.running_reads(),
         )
-        yield CounterMetricFamily(
-            "ragmon_requests_quarantined",
-            "Logged requests the store rejected even alone, moved to quarantine/ with the reason.",
-            writer["requests_quarantined"],
-        )
-        yield CounterMetricFamily(
-            "ragmon_store_isolation_inserts",
-            "Inserts spent finding the request a rejected batch holds (by halves: a few per poison request).",
-            writer["isolation_inserts"],
-        )
-        yield CounterMetricFamily(
-            "ragmon_store_requests_reencoded",
-            "Logged requests read again and re-encoded by the receiver's rules after the store rejected their batch.",
-            writer["requests_reencoded"],
-        )
-        loop_errors = CounterMetricFamily(
-            "ragmon_loop_errors", "Failed tries of the writer's loops, each retried with backoff.", labels=["loop"]
-        )
-        for loop in ("writer", "sampling", "rollup"):
-            loop_errors.add_metric([loop], writer[f"{loop}_errors"])
-        yield loop_errors
         components = GaugeMetricFamily(
             "ragmon_component_up",
             "1 while a long-running loop is ok, 0 while it is failing, stalled or stopped (state label; /health).",
@@ -427,55 +363,6 @@ class Agent:
             for reason, n in sorted(self.api.refusals.items()):
                 api_refused.add_metric([reason], n)
             yield api_refused
-        yield GaugeMetricFamily(
-            "ragmon_sampler_traces_held", "Traces waiting for a decision.", self.sampler.traces_held
-        )
-        decisions = CounterMetricFamily(
-            "ragmon_sampler_decisions", "Sampling decisions, by decision and trigger.", labels=["decision", "by"]
-        )
-        for key, n in sorted(self.pipeline.decisions.counts.items()):
-            decision, _, by = key.partition(":")
-            if decision in {"keep", "skip", "drop"}:
-                decisions.add_metric([decision, by], n)
-        yield decisions
-        kept_traces = CounterMetricFamily(
-            "ragmon_sampler_kept_traces",
-            "Kept traces, by first reason (policies in configured order) and traffic (production, or `ragmon eval "
-            "run` traces): a traffic's reasons add up to all its kept traces.",
-            labels=["reason", "traffic"],
-        )
-        kept_share = GaugeMetricFamily(
-            "ragmon_sampler_kept_share",
-            "Share of a traffic's traces decided since start that were kept, by first reason (for a window: the rate "
-            "of ragmon_sampler_kept_traces_total over the rate of that traffic's decisions).",
-            labels=["reason", "traffic"],
-        )
-        for traffic in ("production", "evaluation"):
-            kept, decided = self._kept_by_reason(evaluation=traffic == "evaluation")
-            for reason, n in sorted(kept.items()):
-                kept_traces.add_metric([reason, traffic], n)
-                kept_share.add_metric([reason, traffic], round(n / max(decided, 1), 6))
-        yield kept_traces
-        yield kept_share
-        policy = CounterMetricFamily(
-            "ragmon_sampler_policy", "Policy verdicts, by policy and verdict.", labels=["policy", "verdict"]
-        )
-        for (name, verdict), n in sorted(self.sampler.policy.counts.items()):
-            policy.add_metric([name, verdict], n)
-        yield policy
-        evictions = CounterMetricFamily(
-            "ragmon_sampler_evictions", "Traces decided early to bound memory, by reason.", labels=["reason"]
-        )
-        for key, n in sorted(self.sampler.counts.items()):
-            if key.startswith("evicted:"):
-                evictions.add_metric([key.split(":", 1)[1]], n)
-        yield evictions
-        yield CounterMetricFamily(
-            "ragmon_payloads_copied",
-            "Kept traces whose text went to payloads.",
-            self.pipeline.decisions.counts["payloads_copied"],
-        )
         # Read here, not registered apart: alerting starts with the agent, after the registry can exist.
         if self.alerting is not None:
             yield from self.alerting.collect()
-        yield from self.pipeline.judging.collect()

@@ -6,6 +6,7 @@ queue and in-agent worker. `ragmon.agent` builds one `Pipeline` and feeds it fro
 
 from ragmon.pipeline.judge_store import StoreScoreSink, agent_store_side, open_store_side
 from ragmon.pipeline.judging import JudgeEndpoints
+from ragmon.pipeline.metrics import pipeline_families
 from ragmon.pipeline.pipeline import Pipeline
 from ragmon.pipeline.score_events import FLUSH_ON_STOP_S, open_events
 
@@ -17,4 +18,5 @@ __all__ = [
     "agent_store_side",
     "open_events",
     "open_store_side",
+    "pipeline_families",
 ]

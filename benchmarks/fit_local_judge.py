@@ -38,7 +38,7 @@ from ragmon.judges.local_model import CAP_FEATURES, MODELS, answer_probability
 from ragmon.judges.support_features import FEATURE_SETS
 
 # Penalty on standardised weights (per answer-mean loss × n), per feature set: chosen by k-fold kappa on the fitting
-# split and, for MiniLM, as the least that beats overlap leave-one-kind-out (design log).
+# split and, for MiniLM, as the least that beats overlap leave-one-kind-out (docs/design/local-judge.md).
 L2 = {"lexical": 3.0, "minilm": 10.0}
 STEPS = 3000
 LEARNING_RATE = 0.05

@@ -1,8 +1,8 @@
 """The tables users query, documented from the schema source itself, so the documentation cannot drift.
 
 Names and types come from the column lists the DDL is generated from (`ragmon.model`, `ragmon.sinks.schema`); a column's
-note is the comment on its line in that source. `ragmon schema` prints it; the README's "Tables" section is its
-Markdown form, and a test fails when the two differ (regenerate with `ragmon schema --markdown`).
+note is the comment on its line in that source. `ragmon schema` prints it; docs/tables.md is its
+Markdown form, and a test fails when the two differ (regenerate with `python docs/generate.py`).
 """
 
 from __future__ import annotations

@@ -136,9 +136,9 @@ class AgentSettings(_Section):
     wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)  # a full log answers 503
     # Accepted requests waiting for the store in memory; past this they wait in the log only (agent/intake.py).
     backlog_max_bytes: int = Field(default=64 * 1024**2, ge=1024 * 1024)
-    # Request bytes per stored batch. The engine's memory for an insert grows with it (~20x the bytes), and each
-    # insert has a fixed cost (planning the views, the sampler's queries): benchmarks/ingest.py --spans 500000
-    # gave (one INSERT per batch) 16 MiB: 45k spans/s, 1.15 GB peak RSS; 32 MiB: 52k, 1.38 GB; 64 MiB: 52k, 1.56 GB.
+    # Request bytes per stored batch. The engine's memory for an insert grows with it (many times the bytes), and
+    # each insert has a fixed cost (planning the views, the sampler's queries): past 32 MiB a larger batch bought
+    # memory, not throughput (benchmarks/ingest.py; docs/results.md).
     insert_batch_max_bytes: int = Field(default=32 * 1024**2, ge=1024 * 1024)
     # What the agent's resident memory (its engine included) stays under: a size ("1GiB", "768MiB", a byte count as
     # Kubernetes' downward API gives it) or "none". Default: the container's cgroup limit, else 2 GiB. The two sizes
@@ -201,7 +201,7 @@ class AgentSettings(_Section):
         if value is None or (isinstance(value, str) and value.strip().lower() in {"none", "off", "unlimited"}):
             return None
         size = parse_size(value)
-        if size < 256 * 1024**2:  # the engine's library alone is ~330 MB resident: below this nothing would run
+        if size < 256 * 1024**2:  # the engine's library alone is more than this resident: below it nothing runs
             raise ValueError(f"memory_limit must be at least 256MiB, got {value!r}")
         return size
 

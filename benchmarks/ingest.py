@@ -228,7 +228,7 @@ def _cpu_by_thread_name(pid: int) -> dict[str, float]:
 
 class _MemoryWatch:
     """Samples a process's anonymous and file-backed resident memory every 50 ms and keeps each one's peak. VmHWM
-    counts both; the file-backed part is mostly the engine's shared library (chDB: ~330 MB of it is resident as
+    counts both; the file-backed part is mostly the engine's shared library (chDB's is largely resident as
     soon as it is imported), clean pages the kernel can drop, while anonymous memory is what the agent's work uses."""
 
     def __init__(self, pid: int) -> None:

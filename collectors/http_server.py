@@ -58,7 +58,7 @@ _log = logging.getLogger(__name__)
 _MAX_HEAD_BYTES: Final = 64 * 1024  # h11 answers 431 past this without a complete head (its default is 16 KiB)
 _DISCARD_MAX_BYTES: Final = 64 * 1024  # refused bodies up to this declared size are read and dropped (keep-alive)
 # Lingering close (see the module docstring): nginx's lingering_time / lingering_timeout, plus a byte cap. Dropping
-# bytes costs well under 1 ms of CPU per MiB; these only bound a client that never stops.
+# bytes is cheap (docs/results.md); these only bound a client that never stops.
 _LINGER_MAX_S: Final = 30.0
 _LINGER_QUIET_S: Final = 5.0
 _LINGER_MAX_BYTES: Final = 256 * 1024 * 1024

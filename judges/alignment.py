@@ -3,7 +3,7 @@
 v2 looked at a claim's words as a bag; most unfaithful answers in the dev data copy a passage sentence and change
 it — words reordered ("a hot dog with a corn dog"), words inserted, a number swapped — or lean on the dialogue
 instead of the passage. Each feature here is a cue measured by k-fold on the fitting split
-(benchmarks/fit_local_judge.py, design log), not a proof:
+(docs/design/local-judge.md), not a proof:
 
 - window coverage: stem coverage over one passage sentence or two adjacent ones ("The tower … It is 330 m tall");
 - against the best sentence (most shared content stems, first on ties): stems it lacks, bigram coverage, a
@@ -55,7 +55,7 @@ ALIGNMENT_FEATURES = (
 # open most dialogue replies in BEGIN: "that is great!", "I think …").
 REPLY_OPENERS = frozenset({"yes", "yeah", "yea", "oh", "wow", "well", "sure", "haha", "lol", "no", "that", "i"})
 _ALIGNED_CANDIDATES = 5  # sentences compared word by word per claim (the lexically closest): bounds the cost
-ROOT_LENGTH = 5  # letters: k-fold on the fitting split, 4 / 5 / 6 (design log of benchmarks/fit_local_judge.py)
+ROOT_LENGTH = 5  # letters: k-fold on the fitting split, 4 / 5 / 6 (docs/design/local-judge.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,13 @@ soft minimum rather than "every claim supported": one weak clause of a long, com
 the score instead of failing the answer outright; a wrong number is not weak but wrong. Two feature sets: "lexical"
 (v6 keeps the features that hold from QA to dialogue) and "minilm" (the same plus MiniLM claim-to-sentence
 similarity). Faithfulness uses "lexical" unless asked for "minilm" (`support_features`): refitted in v6, the MiniLM
-set is behind the lexical one in every cell of the transfer table and on the held-out rows (design log in
-benchmarks/fit_local_judge.py), so having the embeddings extra installed must not switch the verdicts to it. The
+set is behind the lexical one in every cell of the transfer table and on the held-out rows
+(docs/design/local-judge.md), so having the embeddings extra installed must not switch the verdicts to it. The
 version records the model and the embedding model, since either re-scales a metric.
 
 Each metric's offline scoring is stated with the metric, beside its LLM steps (`score_locally` in judges/metrics/*),
 and uses this judge through `ragmon.judges.protocol.LocalScoring`: its claims and their verdicts (the support model
-above) and its sentence embedder. Only faithfulness has agreement figures (README, `ragmon calibrate`); context
+above) and its sentence embedder. Only faithfulness has agreement figures (docs/results.md, `ragmon calibrate`); context
 relevance, precision and answer relevance are uncalibrated heuristics.
 """
 

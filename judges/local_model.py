@@ -124,7 +124,7 @@ def contradicts(features: Mapping[str, float]) -> bool:
 
 
 # v4: the v3 features refitted for the soft-minimum answer rule (τ 3) at L2 3, chosen by the transfer table of
-# benchmarks/fit_local_judge.py (design log there): in-kind figures as v3's, leave-one-kind-out no worse.
+# benchmarks/fit_local_judge.py (docs/design/local-judge.md): in-kind figures as v3's, leave-one-kind-out no worse.
 # v5: v4 without the claim count (answer_claims), which had made long answers score low whatever
 # their support.
 # v6: 19 features chosen by leave-one-kind-out (support_features.TRANSFER_FEATURES), among them the coverage of what
@@ -133,7 +133,7 @@ def contradicts(features: Mapping[str, float]) -> bool:
 # v6.1: v6's weights; a negated copy of a passage sentence is contradicted (claim_support, claim_cap).
 # v7: chat text split into claims whatever its case ("yes. it was released in 2010" is two sentences), and one more
 # feature, the claim's best root coverage in one passage sentence (alignment.sentence_root_coverage); refitted (L2 3,
-# τ 3). Leave-one-kind-out QA 0.694 → 0.747, leave-one-source-out Wizard of Wikipedia 0.606 → 0.673.
+# τ 3): leave-one-kind-out on QA and leave-one-source-out on Wizard of Wikipedia rose (docs/design/local-judge.md).
 # v7.1: a courtesy to the user ("Would you like to know more?", text.is_courtesy) is no claim and no part of the answer
 # the features read; v7 judged it as an unsupported claim, so a faithful answer ending with one scored 0.002. One
 # answer of the dev data has one ("Good question !"), so the refit moved the weights by a few thousandths; a RAG
@@ -146,8 +146,7 @@ def contradicts(features: Mapping[str, float]) -> bool:
 # part of the answer the features read, as a courtesy is; v8 judged it as an unsupported claim, so "I agree. He's been
 # the Patriots' most indispensable player after Tom Brady." scored 0.14 beside the passage that says so; so is one
 # that opens a sentence before a comma ("I agree, the tower …": text.without_remark_clauses). Refitted at L2 3,
-# τ 3: 5-fold × 3 every cell of the transfer table moved up or stayed (pooled BEGIN 0.751 → 0.759, HaluEval 0.845 →
-# 0.850; leave-one-kind-out 0.592 → 0.597, 0.727 → 0.737; in the kind 0.755 → 0.756, 0.917).
+# τ 3: every cell of the transfer table moved up or stayed (docs/design/local-judge.md, v9).
 # v9.1: v9's weights; a remark to the user inside a sentence, set off by a comma or dash, is no claim either: a
 # courtesy or pleasantry opening it ("Great question, the tower …") or an offer closing it ("… tall, hope that helps!",
 # text.without_remark_clauses). v9 scored those 0.30 and 0.17 beside 0.93 for the same answers with a full stop. No
@@ -183,13 +182,12 @@ LEXICAL = SupportModel(
 )
 
 # v6: the lexical v6 features plus the claim-to-sentence similarity, refitted for the soft-minimum rule (τ 3) and the
-# wrong-number cap at L2 6, the least penalty at which it beats the overlap baseline leave-one-kind-out (L2 4: BEGIN
-# 0.553 against 0.564). It does not beat lexical v6 in any regime (benchmarks/fit_local_judge.py, design log).
+# wrong-number cap at L2 6, the least penalty at which it beats the overlap baseline leave-one-kind-out. It does not
+# beat lexical v6 in any regime (docs/design/local-judge.md).
 # v6.1: as lexical v6.1. v7: lexical v7's features and claims plus the similarity, refitted at L2 6 (still the least
-# penalty that beats overlap leave-one-kind-out on BEGIN: L2 3 / 4 give 0.546 / 0.553 against 0.564). v7.1: as lexical
-# v7.1. v8: lexical v8's passage sentences, refitted at L2 10, again the least penalty that beats overlap
-# leave-one-kind-out on BEGIN (L2 8: 0.444 against 0.564; L2 10: 0.576). v9: lexical v9's claims (an affirmation is
-# none), refitted at L2 10: leave-one-kind-out 0.580 / 0.708, pooled 0.754 / 0.801 (v8 0.576 / 0.718, 0.739 / 0.789).
+# penalty that beats overlap leave-one-kind-out on BEGIN). v7.1: as lexical v7.1. v8: lexical v8's passage sentences,
+# refitted at L2 10, again the least penalty that beats overlap leave-one-kind-out on BEGIN. v9: lexical v9's claims
+# (an affirmation is none), refitted at L2 10.
 # v9.1: as lexical v9.1.
 MINILM = SupportModel(
     version="minilm-lr-v9.1",

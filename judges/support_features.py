@@ -43,12 +43,12 @@ CUE_FEATURES = (
 SEMANTIC_FEATURES = ("sim_sentence",)
 SEMANTIC_CANDIDATES = 3  # passage sentences per claim compared by embedding (the lexically closest)
 # Hinges max(0, x − knot) on the shares that matter most: a linear model over them is piecewise linear in each
-# share, so "all but one word found" and "every word found" can weigh differently (k-fold kappa on the fitting
-# split, MiniLM set: BEGIN 0.717 → 0.737, HaluEval 0.774 → 0.842).
+# share, so "all but one word found" and "every word found" can weigh differently (k-fold κ on the fitting split
+# rose on both kinds: docs/design/local-judge.md, v2).
 HINGE_KNOTS = (0.5, 0.8, 0.95)
 _HINGED = ("coverage", "sentence_coverage", "longest_run", "novel_word_share", "bigram_coverage", "answer_overlap")
 # v3, lexical set: a copied sentence with one word changed and a paraphrase differ most near aligned_share 1
-# (5-fold × 3 seeds on the fitting split, BEGIN 0.748 → 0.754).
+# (docs/design/local-judge.md, v3).
 _HINGED_ALIGNMENT = ("aligned_share",)
 
 
@@ -68,13 +68,13 @@ COMPUTED_FEATURES = (
     *ALIGNMENT_FEATURES,
     *_hinges((*_HINGED, *_HINGED_ALIGNMENT)),
 )
-# v6: the features chosen by the transfer table of benchmarks/fit_local_judge.py (design log) rather than by k-fold
-# on the pooled kinds: each is a share or a cue that keeps its meaning from QA to dialogue. Left out: the length
-# features (claim length, its ratio to the closest sentence, the claim count: in HaluEval a faithful answer is a
-# short span and a hallucinated one a sentence, in BEGIN the reverse), verbatim-copy measures and the hinges that
-# place a kind's cut-off (longest run, bigram coverage and their hinges: a model fitted on QA learns "copied
-# whole, so faithful" and fails every dialogue paraphrase). Fitted on QA alone it scores dialogue above the overlap
-# baseline, and fitted on dialogue alone QA too; v5 lost both ways.
+# v6: the features chosen by the transfer table of benchmarks/fit_local_judge.py (docs/design/local-judge.md) rather
+# than by k-fold on the pooled kinds: each is a share or a cue that keeps its meaning from QA to dialogue. Left out: the
+# length features (claim length, its ratio to the closest sentence, the claim count: in HaluEval a faithful answer is a
+# short span and a hallucinated one a sentence, in BEGIN the reverse), verbatim-copy measures and the hinges that place
+# a kind's cut-off (longest run, bigram coverage and their hinges: a model fitted on QA learns "copied whole, so
+# faithful" and fails every dialogue paraphrase). Fitted on QA alone it scores dialogue above the overlap baseline, and
+# fitted on dialogue alone QA too; v5 lost both ways.
 TRANSFER_FEATURES = (
     "answer_overlap",
     "answer_sentence_coverage",
@@ -97,7 +97,7 @@ TRANSFER_FEATURES = (
     hinge_name("coverage", 0.8),  # the one hinge that helps QA without costing dialogue's transfer
     "sentence_root_coverage",  # v7
 )
-# The MiniLM set (v7 on): the lexical set plus the claim-to-sentence similarity (design log).
+# The MiniLM set (v7 on): the lexical set plus the claim-to-sentence similarity (docs/design/local-judge.md).
 MINILM_FEATURES = (*TRANSFER_FEATURES, *SEMANTIC_FEATURES)
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "lexical": TRANSFER_FEATURES,

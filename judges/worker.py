@@ -130,8 +130,8 @@ class WorkerStats:
 class _BatchedRecords:
     """The outbox step for traces that finish together, in one queue transaction: each trace awaits its own
     answer, and the traces that finish within `window_s` of the first are recorded by one `record_many` call on a
-    worker thread. One thread hop and one commit per trace cost 337–363 µs of CPU each, 16 traces per call 58–59 µs
-    per trace (scratch, 1,600 traces each way) — the agent judges beside an ingest that needs the CPU."""
+    worker thread. One thread hop and one commit per trace cost several times the CPU per trace of one call for 16
+    (docs/results.md) — the agent judges beside an ingest that needs the CPU."""
 
     def __init__(self, queue: JudgeQueue, window_s: float = 0.005) -> None:
         self._queue = queue

@@ -9,8 +9,8 @@ cost, so a steady stream goes out in full batches). It hands batches to a transp
   `http.client` connection, and the shared retry policy (retry only 429/502/503/504 and connection errors,
   honour Retry-After, bounded attempts and deadline, interrupted by shutdown). Bodies are sent uncompressed by
   default (`export.compression = "none"`): to an agent on the same host or pod, bytes are cheap and CPU in the
-  app is not — gzip at level 1 costs ~1.3 ms of app CPU per 512-span batch here (~2.5 µs a span, a fifth of
-  the whole export path). `"gzip"` (level 1: the cheapest level, and it already shrinks RAG spans ~7×) is for
+  app is not — gzip, even at level 1, is a sizeable share of the whole export path's CPU (docs/results.md).
+  `"gzip"` (level 1: the cheapest level, and it already shrinks RAG spans several times over) is for
   exporting across a network; `OTEL_EXPORTER_OTLP_COMPRESSION` sets it too.
 - `SpanExporterTransport` — any OpenTelemetry `SpanExporter` (the in-memory one in tests, gRPC, vendors').
 
@@ -188,7 +188,7 @@ def _rejected_spans(response_body: bytes) -> int:
     if not response_body:
         return 0
     try:
-        # here, not at the top: the generated protobuf modules cost ~22 ms of the app's `import ragmon`, and only
+        # here, not at the top: the generated protobuf modules would slow the app's `import ragmon`, and only
         # a receiver that rejected spans needs them
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 

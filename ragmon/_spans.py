@@ -93,8 +93,9 @@ def _documents(items: Iterable[Any]) -> tuple[str, list[float], list[str | None]
     return "[" + ", ".join(records) + "]", scores, texts
 
 
-# The last vector whose norm was computed: apps pass the same query vector to embed and to search, and a
-# 1,536-dimension norm costs ~10 µs. An identity check, so a different vector is never served a stale norm.
+# The last vector whose norm was computed: apps pass the same query vector to embed and to search, and the norm
+# of a large embedding is not free (docs/results.md). An identity check, so a different vector is never served a
+# stale norm.
 _last_norm: tuple[Any, float] = (None, 0.0)
 
 

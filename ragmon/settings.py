@@ -36,29 +36,29 @@ class _Section(BaseModel):
 class ExportSettings(_Section):
     """Where and how the SDK ships spans."""
 
-    endpoint: str = "http://127.0.0.1:4318"
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    endpoint: str = "http://127.0.0.1:4318"  # the agent's OTLP/HTTP receiver (`/v1/traces` is added)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)  # sent with every export request
     api_key: SecretStr | None = None  # sent as `Authorization: Bearer <key>` to a ragmon agent
-    enabled: bool = True
-    timeout_s: float = Field(default=10.0, gt=0)
-    compression: Literal["none", "gzip"] = "none"
+    enabled: bool = True  # false: spans are recorded and counted, never sent
+    timeout_s: float = Field(default=10.0, gt=0)  # one export request's deadline
+    compression: Literal["none", "gzip"] = "none"  # "gzip" for export across a network: it costs the app CPU
     # Bounded queue between the app's threads and the export thread; overflow is counted, never silent.
     queue_max_spans: int = Field(default=65_536, ge=1)
-    batch_max_spans: int = Field(default=512, ge=1)
-    flush_interval_ms: int = Field(default=200, ge=1)
-    max_attempts: int = Field(default=6, ge=1)
-    retry_deadline_s: float = Field(default=30.0, gt=0)
+    batch_max_spans: int = Field(default=512, ge=1)  # spans per export request
+    flush_interval_ms: int = Field(default=200, ge=1)  # a smaller batch goes out after this long without one
+    max_attempts: int = Field(default=6, ge=1)  # per batch, on 429/502/503/504 and connection errors
+    retry_deadline_s: float = Field(default=30.0, gt=0)  # per batch, its retries included; then it is dropped
 
 
 class SdkSettings(_Section):
     """What the SDK records."""
 
-    service_name: str = "unknown_service"
-    resource_attributes: dict[str, str] = Field(default_factory=dict)
+    service_name: str = "unknown_service"  # the resource's `service.name`
+    resource_attributes: dict[str, str] = Field(default_factory=dict)  # e.g. `service.version`, the release
     capture_content: bool = False  # question, passages, answer, tool arguments: opt-in
     price_file: Path | None = None  # JSON overriding/extending the shipped price table
     index_vector_sample: int = Field(default=8, ge=0)  # indexed vectors checked for norm per search span
-    max_attribute_chars: int = Field(default=8_192, ge=64)
+    max_attribute_chars: int = Field(default=8_192, ge=64)  # captured text longer than this is cut
 
 
 PiiKind = Literal["email", "phone", "card"]
@@ -74,8 +74,8 @@ class RedactionSettings(_Section):
     """
 
     enabled: bool = True
-    builtins: list[PiiKind] = Field(default_factory=lambda: list(_PII_KINDS))
-    patterns: dict[str, str] = Field(default_factory=dict)
+    builtins: list[PiiKind] = Field(default_factory=lambda: list(_PII_KINDS))  # "card": Luhn-valid numbers only
+    patterns: dict[str, str] = Field(default_factory=dict)  # name -> RE2 pattern, e.g. {employee_id = 'EMP-\d{6}'}
 
 
 class QueryBudget(_Section):
@@ -102,7 +102,7 @@ class QueryBudget(_Section):
     max_memory_bytes: int = Field(default=512 * 1024**2, ge=1024**2)
     # The result is turned into Python rows (~1-2 KB each): 100k rows is ~150 MB of the agent's own memory.
     max_result_rows: int = Field(default=100_000, ge=1)
-    max_result_bytes: int = Field(default=64 * 1024**2, ge=1024)
+    max_result_bytes: int = Field(default=64 * 1024**2, ge=1024)  # the same bound for wide result rows
 
     @field_validator("max_bytes_to_read", "max_memory_bytes", "max_result_bytes", mode="before")
     @classmethod
@@ -113,11 +113,11 @@ class QueryBudget(_Section):
 class AgentSettings(_Section):
     """The agent process (`ragmon serve`)."""
 
-    otlp_http: str = "127.0.0.1:4318"
+    otlp_http: str = "127.0.0.1:4318"  # the OTLP/HTTP receiver, also /health and /metrics
     otlp_grpc: str = "127.0.0.1:4317"  # "" turns the gRPC receiver off
     api: str = "127.0.0.1:4320"  # the dashboard and the report/query API
-    data_dir: Path = Path(".ragmon")
-    clickhouse_url: str | None = None
+    data_dir: Path = Path(".ragmon")  # the write-ahead log, the judge queue and the embedded store
+    clickhouse_url: str | None = None  # a ClickHouse server (http://host:8123) instead of the embedded store
     # A ClickHouse cluster behind clickhouse_url, whose schema `ragmon migrate --cluster NAME` created: the agent
     # then reads and writes the Distributed tables and keeps TTLs on their local tables.
     clickhouse_cluster: str | None = None
@@ -132,13 +132,13 @@ class AgentSettings(_Section):
     reviewer_keys: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     # Write-ahead log: what an acknowledged request survives (see ragmon/pipeline/wal.py).
     fsync: Literal["always", "interval", "never"] = "interval"
-    fsync_interval_ms: int = Field(default=50, ge=1)
-    wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)
+    fsync_interval_ms: int = Field(default=50, ge=1)  # with fsync "interval": what a power loss can lose
+    wal_max_bytes: int = Field(default=2 * 1024**3, ge=1024 * 1024)  # a full log answers 503
     # Accepted requests waiting for the store in memory; past this they wait in the log only (agent/intake.py).
     backlog_max_bytes: int = Field(default=64 * 1024**2, ge=1024 * 1024)
-    # Request bytes per stored batch. The engine's memory for an insert grows with it (~20x the bytes), and each
-    # insert has a fixed cost (planning the views, the sampler's queries): benchmarks/ingest.py --spans 500000
-    # gave (one INSERT per batch) 16 MiB: 45k spans/s, 1.15 GB peak RSS; 32 MiB: 52k, 1.38 GB; 64 MiB: 52k, 1.56 GB.
+    # Request bytes per stored batch. The engine's memory for an insert grows with it (many times the bytes), and
+    # each insert has a fixed cost (planning the views, the sampler's queries): past 32 MiB a larger batch bought
+    # memory, not throughput (benchmarks/ingest.py; docs/results.md).
     insert_batch_max_bytes: int = Field(default=32 * 1024**2, ge=1024 * 1024)
     # What the agent's resident memory (its engine included) stays under: a size ("1GiB", "768MiB", a byte count as
     # Kubernetes' downward API gives it) or "none". Default: the container's cgroup limit, else 2 GiB. The two sizes
@@ -151,8 +151,12 @@ class AgentSettings(_Section):
     # [agent.sampling] and [agent.alerts] stay plain tables here: their models are built on the agent's policy and
     # detector registries, which the SDK must not import. The agent validates them at start-up and `ragmon check`
     # beforehand (ragmon/sampling/config.py: SamplerConfig; ragmon/drift/rules.py: AlertsConfig).
-    sampling: dict[str, Any] = Field(default_factory=dict)
-    alerts: dict[str, Any] = Field(default_factory=dict)
+    sampling: dict[str, Any] = Field(
+        default_factory=dict, description="The tail sampler's policies and budget (docs/agent.md, Tail sampler)."
+    )
+    alerts: dict[str, Any] = Field(
+        default_factory=dict, description="Drift rules and where alerts go (docs/agent.md, Alerts)."
+    )
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     # What each read for a caller may cost (see QueryBudget), and per tenant what differs from it: a tenant's entry
     # names only the fields it changes (`{"acme": {"max_execution_time_s": 120}}`), the rest come from `query_budget`.
@@ -162,7 +166,7 @@ class AgentSettings(_Section):
     # never stalls another tenant's or the dashboard's; a read that finds them all busy waits up to `read_wait_s`,
     # then fails as retryable (503). Four: each read is parallel inside the engine too, on 2 cores.
     read_connections: int = Field(default=4, ge=1, le=64)
-    read_wait_s: float = Field(default=5.0, gt=0)
+    read_wait_s: float = Field(default=5.0, gt=0)  # see read_connections
 
     @model_validator(mode="after")
     def _tenant_budgets(self) -> AgentSettings:
@@ -197,7 +201,7 @@ class AgentSettings(_Section):
         if value is None or (isinstance(value, str) and value.strip().lower() in {"none", "off", "unlimited"}):
             return None
         size = parse_size(value)
-        if size < 256 * 1024**2:  # the engine's library alone is ~330 MB resident: below this nothing would run
+        if size < 256 * 1024**2:  # the engine's library alone is more than this resident: below it nothing runs
             raise ValueError(f"memory_limit must be at least 256MiB, got {value!r}")
         return size
 
@@ -211,13 +215,13 @@ class JudgeEventsSettings(_Section):
     # http://collector:4318. gRPC: http://collector:4317 (plain text) or https://... (TLS).
     endpoint: str | None = None
     protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)  # sent with every export, e.g. authorization
     # One export's deadline, the exporter's retries (backoff, Retry-After) included; then the batch is dropped.
     timeout_s: float = Field(default=10.0, gt=0)
     # Events waiting for the export thread; past this the newest are dropped and counted (queue_full).
     queue_max_events: int = Field(default=10_000, ge=1)
-    batch_max_events: int = Field(default=512, ge=1)
-    flush_interval_ms: int = Field(default=1_000, ge=1)
+    batch_max_events: int = Field(default=512, ge=1)  # events per export
+    flush_interval_ms: int = Field(default=1_000, ge=1)  # a smaller batch goes out after this long without one
     service_name: str = "ragmon-judge"  # the events' resource `service.name`
 
     @field_validator("endpoint")
@@ -231,13 +235,13 @@ class JudgeEventsSettings(_Section):
 class JudgeSettings(_Section):
     """The judge worker."""
 
-    backend: str = "local"
+    backend: str = "local"  # "local" (offline), "llm" (an OpenAI-compatible endpoint) or a plugin's name
     run_in_agent: bool = True  # `ragmon serve` judges kept traces itself; off when `ragmon judge` workers do
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    model: str = "gpt-4o-mini"
-    requests_per_minute: int = Field(default=600, ge=1)
-    budget_usd: float = Field(default=5.0, ge=0)
+    base_url: str | None = None  # the LLM judge's endpoint, e.g. https://api.openai.com/v1
+    api_key: SecretStr | None = None  # the LLM judge's key
+    model: str = "gpt-4o-mini"  # the LLM judge's model; its price comes from the price table
+    requests_per_minute: int = Field(default=600, ge=1)  # the LLM judge's rate limit
+    budget_usd: float = Field(default=5.0, ge=0)  # the LLM judge's spend per UTC day; a call past it is not made
     # The local judge's faithfulness threshold (claims and answers), when not the model's own: one fitted on your own
     # labels (`ragmon calibrate FILE --fit-threshold`; `calibrate --from-store --threshold T` shows reviewers'
     # agreement at a candidate). Its verdicts then differ, so its version says so (`local:lexical-lr-v9.1@0.6:lexical`).

@@ -1,7 +1,7 @@
 """Columns → Apache Arrow, the one insert encoding both backends share.
 
-Measured on this 2-core box (benchmarks/store_insert.py): building an Arrow table from per-column Python lists
-of `spans` rows costs ~2.5 µs a span (pyarrow converts list-of-str/float/dict in C), and the engine ingests Arrow
+Building an Arrow table from per-column Python lists of `spans` rows is cheap (pyarrow converts list-of-str/float/dict
+in C; benchmarks/store_insert.py, docs/results.md), and the engine ingests Arrow
 without a per-row Python step. JSONEachRow or Values would need a Python formatting pass per row, and pandas
 (`Python(df)`) cannot carry `Array`/`Map` columns with NULLs faithfully. pyarrow is already a hard dependency of
 chdb, so this adds no install.

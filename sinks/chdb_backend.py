@@ -107,7 +107,7 @@ class ChdbBackend:
         read_connections: int = READ_CONNECTIONS,
         read_wait_s: float = 5.0,
     ) -> None:
-        from chdb import state  # heavy (~260 MB RSS): imported only when the embedded store is opened
+        from chdb import state  # heavy in resident memory: imported only when the embedded store is opened
 
         path = Path(data_dir).resolve()
         path.mkdir(parents=True, exist_ok=True)

@@ -201,7 +201,7 @@ def _listed_documents(ids_key: str, scores_key: str) -> Documents:
     return Documents(
         present=f"JSONType({ids_text}) = 'Array'",
         # string elements unquoted, others (numbers) as their JSON text, null as 'null': one parse of the list
-        # (reading each raw element again for its type and its string cost ~3x as much per document)
+        # (reading each raw element again for its type and its string cost several times as much per document)
         ids=f"arrayMap(x -> ifNull(x, 'null'), JSONExtract({ids_text}, 'Array(Nullable(String))'))",
         scores=f"JSONExtract(ifNull({raw(scores_key)}, ''), 'Array(Nullable(Float64))')",
     )

@@ -11,13 +11,13 @@ cheap to plan (measured on chDB 4.4 / ClickHouse 26.9; see benchmarks/collectors
 - few layers: every layer boundary makes the planner merge the expression DAGs below it again;
 - no ``x = c AND y = c`` chains: the analyzer's AND-chain pass (optimize_and_compare_chain) costs
   milliseconds per chain; `ragmon.sinks.sql_values.all_of`, ``if`` or an OR of ``> 0`` tests instead;
-- ``coalesce`` over the AnyValue oneof rather than ``multiIf``: it runs about twice as fast.
+- ``coalesce`` over the AnyValue oneof rather than ``multiIf``: it runs faster (docs/results.md).
 
 Layers, innermost first. Layers 0–2 are `normalise_select`: it runs once per insert, in a materialized view
 from the input table into a second Null table, and the two views behind that table (`spans_select`,
 `content_select`: layer 3) only cast and pick. Two views over the input instead planned and ran layers 0–2 twice
-per insert: sharing them cut the CPU of an insert to 0.60–0.62x (1k and 32k spans, the two versions side by side
-in one process; `benchmarks/collectors_decode.py` shows what each view now costs).
+per insert: sharing them cut an insert's CPU markedly (the two versions side by side in one process;
+docs/results.md; `benchmarks/collectors_decode.py` shows what each view now costs).
 
 0. per resource (before the spans are joined: referring to the resource after the span ARRAY JOIN would copy
    it, with all its spans, into every span row): service, resource feature, the kept resource attributes.

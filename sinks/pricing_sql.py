@@ -66,7 +66,7 @@ def cost_expression(*, rates: str, input_tokens: str, output_tokens: str, cached
     cached = f"least({cached_tokens}, {input_tokens})"
     # Each used quantity adds its price; a NULL rate of a used quantity makes the whole cost NULL (unknown).
     return (
-        # (an OR of `> 0` tests: the analyzer plans `x = 0 AND y = 0` on computed columns ~10x slower)
+        # (an OR of `> 0` tests: the analyzer plans `x = 0 AND y = 0` on computed columns far slower)
         f"if({rates}.1 AND ({input_tokens} > 0 OR {output_tokens} > 0 OR {search_units} > 0), "
         f"if({input_tokens} > 0, (({input_tokens} - {cached}) * {rates}.2 + {cached} * {rates}.4) / 1e6, 0) "
         f"+ if({output_tokens} > 0, {output_tokens} * {rates}.3 / 1e6, 0) "

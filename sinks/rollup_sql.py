@@ -27,8 +27,8 @@ entry. The fold copies its accumulator per span, quadratic in a trace's spans, s
 the query's cost: span ids as 64-bit hashes, the stage as its bit (a stage outside `STAGES`, which only rows
 written by hand can have, is rolled up as 'other'), the status as a flag — each ~5% of the query. Duplicates are
 not collapsed: a span re-sent in another batch (a re-sent batch the token drops) counts again, as it did under the
-view, and sorting them out was another ~5%. Cost: `benchmarks/rollup.py` (the view's plain aggregation over the
-same ranges beside it: 2.1 against 0.45 µs per span in 40k-span ranges); one range per two seconds at most
+view, and sorting them out was another ~5%. Cost: `benchmarks/rollup.py` (beside the view's plain aggregation over the
+same ranges; docs/results.md); one range per two seconds at most
 (`ragmon.pipeline.rollups`).
 """
 

@@ -18,8 +18,8 @@ _ROOT = "parent_span_id = ''"
 
 def _stage_max_ms() -> str:
     """Map(stage → the longest span of that stage), for the stages the trace has: one `maxIf` per stage of
-    `STAGES`, put in a map once per trace. ``maxMap(map(stage, duration_ms))`` built a map per span, ~30% of the
-    query's CPU (scratch A/B over 82k-span ranges: 175 → 139 ms, same rows). The normalising SQL gives no other
+    `STAGES`, put in a map once per trace. ``maxMap(map(stage, duration_ms))`` built a map per span, a large share of
+    the query's CPU (docs/results.md). The normalising SQL gives no other
     stage; a row written with another (tests write `spans` rows directly, unchecked) is left out of the map."""
     stages = sorted(STAGES)  # the key order maxMap gave
     maxima = ", ".join(f"maxIfOrNull(s.duration_ms, s.stage = '{stage}')" for stage in stages)
@@ -104,8 +104,8 @@ def copy_payloads_sql(ddl: Ddl) -> str:
     need the load balancer to route by trace id anyway, or no sampler sees a whole trace (deploy/README.md).
 
     Why JSON text and not ``Array`` parameters: the engine turns an array parameter into a literal it analyses
-    element by element, ~4 µs per element per use (12 ms for 3,300 trace ids, and the kept list was read four
-    times: ~200 ms of a copy's ~400); one string parsed at run time costs ~0.3 µs per element. The spans are
+    element by element, at every use (the kept list was read four times: half of a copy's time); one string parsed at
+    run time costs a small fraction of that per element (docs/results.md). The spans are
     found by trace id alone (the set is built once); the final join on (tenant, trace_id) keeps only the pairs
     that were kept."""
     kept = """
@@ -117,8 +117,8 @@ def copy_payloads_sql(ddl: Ddl) -> str:
     # Each role's span is chosen per trace by cheap tests (`content_sql.has_*`: key lookups, prefix scans, one
     # column each), and only the chosen span's text is parsed, once per trace, each parse a column of its own.
     # A copy's cost is mostly its plan, paid per copy: parsing every span with aliases read several times planned
-    # ~300 ms per copy; this shape ~150 ms, against ~60 ms for b10d7b7's copy, which read ragmon's names only
-    # (scratch A/B, copies of 10 ragmon-SDK traces, 6 alternated).
+    # twice as long as this shape, which still plans longer than b10d7b7's copy, which read ragmon's names only
+    # (docs/results.md).
     documents = "stage = 'search' AND has_documents"
     reranked = "stage = 'rerank' AND has_documents"
     passage = "(span_id, stage, retrieved_ids, retrieved_scores, content)"

@@ -46,32 +46,17 @@ agent's range (`rollup_sql.py`), honoured by `spans_1m` and, one view further, `
 Rollups. `spans_1m` (per minute; from v5 fed by the agent once the sampler has decided a range's traces, so a
 span nested in a span of its own stage is not a second call: `rollup_sql.py`; v1–v4 fed it by a view on every
 inserted span) and `spans_1h` (per hour, fed from `spans_1m` by merging its states; the hourly view sees a few
-hundred rows per insert). The figures below for "the rollups" on the insert path were measured with v1's view.
+hundred rows per insert). The insert-path figures for the rollups were measured with v1's view.
 The report reads whole hours from `spans_1h` and the edge minutes from `spans_1m` (`queries.py`). Both are ordered
 time first (`ROLLUP_ORDER`). From v7 their key ends in `eval_run` (a `ragmon eval run`'s name, '' for production), so
 an eval run's minutes never merge into production's and every production view filters on it (`ragmon.sinks.traffic`).
-Figures, 2-core box shared with other jobs, medians, `benchmarks/store_insert.py`:
-
-- report over 10M spans / 24 h (load average 2.5–3.0): report(24 h) 159 ms as filled, 64 ms once background merges
-  have collapsed the minute rows (OPTIMIZE FINAL); report(7 d) 56–73 ms; report(1 h, feature) 50–63 ms. Before
-  (minutes only, key-first order, load 3.7–5.2): 700–2,090 ms — a key-first order spread the edge minutes over every
-  granule, so the report deserialised every DDSketch state of the table.
-- insert, engine CPU per span with 50k-span inserts (CPU time, robust to the load: 2.5–2.9): `spans` alone
-  1.8–3.4 µs; the minute + hour rollups add 1–3 µs. Quantile states side by side (extra µs per span over sums only,
-  within ±0.5 µs noise): DDSketch 0.005 for duration and TTFT ≈ DDSketch duration only ≈ TTFT in a separate
-  generate-only view ≈ TDigest ≈ a 1% log-bucket histogram (quantilesExactWeighted / sumMap / bucket as key). The
-  state is not where the time goes, so DDSketch stays (lossless merges minutes → hours → report, p95 within 0.5%).
-  Merging 3.6k states into 30: DDSketch 0.005 33 ms, 0.01 22 ms, TDigest 36 ms, sumForEach histogram 56 ms,
-  sumMap 97 ms.
-- the real cost was ReplacingMergeTree's `optimize_on_insert` (a merge pass over every inserted block; useless here
-  because the sorting key ends in (trace_id, span_id)): 1M spans 9.5 s with it, 1.5 s without; inserts now send
-  `optimize_on_insert = 0` (`store.py`). A columnar insert of `spans` rows (the tests' `insert_spans` today) went
-  from ~40k to ~148k spans/s.
-- the OTLP path (`otlp_views.py`), CPU per span, 50k-span inserts, load 2.5–2.8: Protobuf parsing 3.2 µs; the
-  `spans` view +11 µs and the `span_content` view +7 µs with `ragmon.sinks.normalise_sql` (its version of
-  2026-12-01 02:05; an hour earlier +33 and +16 µs); the rollups +3 µs: 24.5 µs, ≈ 41k spans/s per core, 33–45k
-  spans/s wall. The views' cost is their SELECT, not the table writes (`spans` alone: 1.8–3.4 µs, above), so
-  150k spans/s end to end needs the normalising SQL near 3 µs a span, or inserts on both cores.
+Why these choices, measured with `benchmarks/store_insert.py` (the figures are in docs/results.md): the rollups are
+ordered time first because a key-first order spread a report's edge minutes over every granule, so the report
+deserialised every state of the table; the latency states are DDSketch because the state is not where an insert's time
+goes, and DDSketch merges minutes → hours → report losslessly; inserts send `optimize_on_insert = 0` because
+ReplacingMergeTree's merge pass over every inserted block, useless here (the sorting key ends in (trace_id, span_id)),
+was most of an insert's cost; and on the OTLP path the views' cost is their SELECT, not the table writes, so that is
+where ingest speed is won.
 """
 
 from __future__ import annotations
@@ -87,8 +72,9 @@ SCHEMA_VERSION = 9
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
 
-# DDSketch relative accuracy of the per-minute latency states. 0.01 measured up to 0.95% off the exact p95 on a
-# bimodal stream (too close to the 1% goal); 0.005 stays under 0.5% with states ~1.7x larger; 0.001 ~4x larger.
+# DDSketch relative accuracy of the per-minute latency states. 0.01 came too close to the 1% goal on a bimodal
+# stream; 0.005 stays within half of it for somewhat larger states, 0.001 would cost far larger ones
+# (docs/results.md).
 # TDigest was as accurate on those streams but guarantees nothing after merges; DDSketch merges are lossless.
 QUANTILE_ACCURACY = 0.005
 DURATION_LEVELS = (0.5, 0.95, 0.99)
@@ -413,8 +399,8 @@ TTL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 # Time first: the report reads a time range (its edge minutes) across every key, so a key-first order made it
-# read and deserialise every granule of the table: measured over 10M spans / 24 h, report(24 h) took 700 ms with
-# (tenant, feature, stage, model, minute), the 1,440 minutes × 30 keys being spread over all granules.
+# read and deserialise every granule of the table: over 10M spans / 24 h, a day's report took several times as long
+# with (tenant, feature, stage, model, minute), every minute's keys being spread over all granules (docs/results.md).
 ROLLUP_ORDER_V1 = "minute, tenant, feature, stage, model"
 ROLLUP_ORDER = f"{ROLLUP_ORDER_V1}, eval_run"
 SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"

@@ -1,8 +1,8 @@
 """The tables users query, documented from the schema source itself, so the documentation cannot drift.
 
 Names and types come from the column lists the DDL is generated from (`ragmon.model`, `ragmon.sinks.schema`); a column's
-note is the comment on its line in that source. `ragmon schema` prints it; the README's "Tables" section is its
-Markdown form, and a test fails when the two differ (regenerate with `ragmon schema --markdown`).
+note is the comment on its line in that source. `ragmon schema` prints it; docs/tables.md is its
+Markdown form, and a test fails when the two differ (regenerate with `python docs/generate.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from ragmon import model
 
 # ("name", "Type"),  # note   — one column per line, as the column lists are written
 _COLUMN_LINE = re.compile(r'^\s*\("(?P<name>\w+)",\s*"[^"]*"\),\s*#\s*(?P<note>.+?)\s*$')
+# AggregateFunction(name[(parameters)], argument types) — the state a rollup column holds
+_AGGREGATE_STATE = re.compile(r"^AggregateFunction\((?P<function>\w+)(?P<parameters>\([^)]*\))?\s*,")
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,10 @@ def _notes(module: ModuleType, list_name: str) -> dict[str, str]:
 def _rollup_notes(columns: tuple[tuple[str, str], ...]) -> dict[str, str]:
     notes = {}
     for name, ch_type in columns:
-        if ch_type.startswith("AggregateFunction("):
-            function = ch_type.removeprefix("AggregateFunction(").split(",")[0].strip()
-            function = function.replace("(", "Merge(", 1) if "(" in function else function + "Merge"
-            notes[name] = f"aggregate state: read with `{function}({name})`"
+        state = _AGGREGATE_STATE.match(ch_type)
+        if state:
+            # a parametric function keeps its parameters: quantilesDD(0.5) is read by quantilesDDMerge(0.5)
+            notes[name] = f"aggregate state: read with `{state['function']}Merge{state['parameters'] or ''}({name})`"
         elif ch_type.startswith("SimpleAggregateFunction(sum"):
             notes[name] = "a sum: add it up with `sum(…)`"
     return notes

@@ -24,7 +24,7 @@ CLOSE_WAIT_S = 5.0
 
 
 def _map_error(exc: Exception) -> StoreError:
-    # clickhouse_connect is imported only with a server store (~100 ms): the embedded default never loads it
+    # clickhouse_connect is imported only with a server store (slow to import): the embedded default never loads it
     from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
     code = getattr(exc, "code", None)

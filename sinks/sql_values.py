@@ -42,7 +42,7 @@ def json_string(expr: str) -> str:
 
 def scalar_json(v: str) -> str:
     """JSON text of a `Scalar` tuple expression `v` (an array element or kvlist value); 'null' when empty."""
-    # coalesce, not multiIf: at most one field of the oneof is set, and coalesce runs ~2x faster over arrays
+    # coalesce, not multiIf: at most one field of the oneof is set, and coalesce runs faster over arrays
     return (
         f"coalesce(if({v}.string_value IS NULL, NULL, {json_string(f'assumeNotNull({v}.string_value)')}), "
         f"toString({v}.int_value), "

@@ -11,8 +11,8 @@ Insert policy (the same on both backends, sent with every insert):
   the engine — in `spans` and, with `deduplicate_blocks_in_dependent_materialized_views = 1`, in the per-minute
   rollup, so report counts stay exact. Raw tables are ReplacingMergeTree as a backstop (see `schema.py`);
 - `optimize_on_insert = 0`: by default a ReplacingMergeTree runs a merge pass over every inserted block, which
-  cannot find anything here (the sorting key ends in (trace_id, span_id)) and cost 6x the rest of the insert:
-  1M spans 9.5 s with it, 1.5 s without (`schema.py` has the figures).
+  cannot find anything here (the sorting key ends in (trace_id, span_id)) and cost several times the rest of
+  the insert (docs/results.md).
 
 Callers' reads — `query` (a user's SQL, the dashboard's), `report`, `quality`, the label reads — run on the backend's
 read pool under the caller's query budget (`query_budgets`, `read_budget.py`), each cancellable (`reading(tag)`,
@@ -111,9 +111,8 @@ INSERT_SETTINGS: dict[str, int] = {
     # The normalised OTLP rows feed two views (spans, span_content): run them side by side on both cores instead
     # of one after the other.
     "parallel_view_processing": 1,
-    # Every INSERT plans the normalising views again (~150 ms of CPU, paid per insert whatever its size): merging
-    # their expression steps into one is a sixth of that and made the views no faster to run (scratch A/B, 14
-    # alternated rounds: a tiny insert 160 -> 136 ms, a 40k-span insert 618 -> 585 ms, all in).
+    # Every INSERT plans the normalising views again (paid per insert whatever its size): merging their expression
+    # steps into one is a good part of that and made the views no faster to run (docs/results.md).
     "query_plan_merge_expressions": 0,
 }
 
@@ -474,7 +473,7 @@ class Store:
         }
         params: dict[str, Any] = {name: _json(values) for name, values in lists.items()}
         params["min_seq"] = min(int(row.get("first_ingest_seq") or 0) for row in unique.values())
-        # the params say all there is to copy: hashing them is 5x cheaper than hashing the rows one by one
+        # the params say all there is to copy: hashing them is cheaper than hashing the rows one by one
         digest = hashlib.blake2b(json.dumps(params, ensure_ascii=False).encode(), digest_size=16).hexdigest()
         token = f"payloads:{len(unique)}:{digest}"
         self.backend.execute(

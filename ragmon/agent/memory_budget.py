@@ -1,12 +1,12 @@
 """How the agent shares `agent.memory_limit` out: insert batch, in-memory backlog, receivers' in-flight bytes, the
 embedded engine's own cap, and the resident-memory marks where the receivers start and stop pushing back.
 
-What the agent's memory is made of (benchmarks/ingest.py, embedded store, RSS): ~500 MB before the first span — ~370
-MB of it the engine's shared library, resident as file-backed pages from import on (~420 MB once ingesting has
-touched more of it), the rest Python and the engine's idle state — then, under load, the engine's memory for the
-inserts in progress (tens of times the request bytes of a batch), the request bodies waiting for the store, and the
-bodies being received and decoded. So a fixed part is set aside and the rest (the working share) is split in
-proportions that keep today's defaults at 2 GiB and shrink with a smaller limit. A size the user set explicitly is
+What the agent's memory is made of (benchmarks/ingest.py, embedded store, RSS; the figures in docs/results.md): a fixed
+part before the first span — most of it the engine's shared library, resident as file-backed pages from import on (more
+once ingesting has touched more of it), the rest Python and the engine's idle state — then, under load, the engine's
+memory for the inserts in progress (tens of times the request bytes of a batch), the request bodies waiting for the
+store, and the bodies being received and decoded. So a fixed part is set aside and the rest (the working share) is split
+in proportions that keep today's defaults at 2 GiB and shrink with a smaller limit. A size the user set explicitly is
 kept as it is.
 
 The shares are sized so that the resident-memory guard (collectors/memory_guard.py) rarely has to act: it is the
@@ -23,8 +23,8 @@ from ragmon.settings import AgentSettings
 
 MiB = 1024**2
 
-# Set aside before any work: the embedded engine's library and idle state plus Python (~500 MB measured at start-up,
-# ~550 MB once the library's pages for ingesting are in); with a ClickHouse server store, Python alone (~120 MB).
+# Set aside before any work, a little above what was measured (docs/results.md): the embedded engine's library and
+# idle state plus Python, once the library's pages for ingesting are in; with a ClickHouse server store, Python alone.
 RESERVED_EMBEDDED = 576 * MiB
 RESERVED_SERVER = 160 * MiB
 ENGINE_CAP = True  # see `engine_bytes` below
@@ -63,10 +63,10 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
         )
     embedded = not agent.clickhouse_url
     working = max(MIN_WORKING, limit - (RESERVED_EMBEDDED if embedded else RESERVED_SERVER))
-    # Peak resident memory grows by ~45x the batch's request bytes (benchmarks/ingest.py at 768 MiB: batches of 4.8
-    # MiB peaked 87 MB above batches of 3 MiB; the engine's insert, the sampler's and rollup's queries on the fresh
-    # range, Python's copies): 1/64 of the working share keeps that to ~70 % of it. 32 MiB, the old default, is where
-    # a larger batch stops buying throughput.
+    # Peak resident memory grows by tens of times the batch's request bytes (the engine's insert, the sampler's and
+    # rollup's queries on the fresh range, Python's copies; benchmarks/ingest.py, docs/results.md): 1/64 of the
+    # working share keeps that well inside the share. 32 MiB, the old default, is where a larger batch stops buying
+    # throughput.
     batch = _clamp(working // 64, 1 * MiB, 32 * MiB)
     backlog = _clamp(working // 16, 1 * MiB, 64 * MiB)
     inflight = _clamp(working // 8, 4 * MiB, _UNLIMITED_INFLIGHT)
@@ -89,9 +89,9 @@ def memory_budget(agent: AgentSettings) -> MemoryBudget:
 
 
 # The smallest limit the embedded agent was measured to keep under saturation (benchmarks/ingest.py
-# --memory-limits, engine capped, 2 rounds: 1 GiB peaked at 90 % of it, 1.5 GiB at 74 %, 2 GiB at 65 %; 768 MiB at
-# 103 % (113 % in a busy sitting), and still at 107 % with half the batch size and the engine capped at 192 MiB
-# (throughput x0.31): the engine's library and Python alone are ~550 MB, and its tracker does not see all it holds).
+# --memory-limits, engine capped; the peak per limit is in deploy/CAPACITY.md): below it, not even half the batch
+# size and a tighter engine cap kept it under, since the engine's library and Python alone take most of a smaller
+# limit and the engine's tracker does not see all it holds.
 EMBEDDED_KEPT_FROM = 1024 * MiB
 
 

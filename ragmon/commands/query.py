@@ -10,7 +10,7 @@ from ragmon.commands.common import CommandError, add_store_options, read_rows
 
 
 def add_schema_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--markdown", action="store_true", help="as the README's Tables section")
+    parser.add_argument("--markdown", action="store_true", help="as docs/tables.md")
 
 
 def schema(args: argparse.Namespace) -> int:

@@ -17,8 +17,8 @@ _GC_YOUNG_THRESHOLD = 50_000
 def _tune_gc_for_serving() -> None:
     """The agent keeps many long-lived objects (traces waiting for a decision, the decision cache) and makes
     short-lived ones by the hundred thousand a second; with Python's default thresholds the cyclic collector
-    traversed the long-lived ones again and again: 5-9 % of the agent's CPU under `benchmarks/ingest.py`
-    (perf), and ingest ran 6 % faster without it (84.5k against 79.3k spans/s, two runs each, side by side).
+    traversed the long-lived ones again and again, a visible share of the agent's CPU under `benchmarks/ingest.py`
+    (perf), and ingest ran faster without it (docs/results.md).
     Freezing what start-up made takes it out of every collection; a higher young threshold makes collections rarer.
     Only `ragmon serve` does this: an agent embedded in someone else's process leaves their collector alone."""
     gc.freeze()

@@ -149,7 +149,7 @@ def _print_kept(agent: Any, out: TextIO, *, evaluation: bool = False) -> None:
     if agent.sampler_config == SamplerConfig.model_validate(DEMO_SAMPLING):
         print(
             f"  slow: over the demo's {DEMO_SLA_MS:.0f} ms SLA, or over the feature's recent p95 by 100 ms once it has"
-            " 50 requests (README: Tail sampler)",
+            " 50 requests (docs/agent.md: Tail sampler)",
             file=out,
         )
 

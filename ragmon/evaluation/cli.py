@@ -79,7 +79,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
             " and write a results file `ragmon gate` compares."
         ),
     )
-    run.add_argument("dataset", type=Path, metavar="DATASET", help="labelled questions (JSONL; see the README)")
+    run.add_argument("dataset", type=Path, metavar="DATASET", help="labelled questions (JSONL; see docs/evaluation.md)")
     run.add_argument(
         "--app",
         required=True,

@@ -29,7 +29,8 @@ verified against pytrec_eval:
   paragraph at its first occurrence, by design.
 
 The work is done once per query in Python (sorting, judging) and once for all queries in numpy (cumulative sums
-over a queries × max-K matrix), which keeps 10,000 queries × 100 documents within 2× of the C++ trec_eval.
+over a queries × max-K matrix), which keeps it near the C++ trec_eval's speed (`python benchmarks/eval.py`;
+docs/results.md).
 """
 
 from __future__ import annotations

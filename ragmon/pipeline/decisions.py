@@ -2,9 +2,9 @@
 reasons and inclusion probability; every decision is counted per outcome and per trigger.
 
 Kept traces are copied in batches, at most once per `copy_interval_s` (or sooner when `copy_batch` wait): one
-copy is a large INSERT … SELECT whose planning costs about 0.1 s whatever it copies, so copying on every sampler
-tick would spend the store's time on planning. Two seconds and 8,000 traces: copying 8,000 kept traces at once
-took 0.58x the CPU of four copies of 2,000 (scratch A/B over an 80k-span store, alternated), and a kept trace
+copy is a large INSERT … SELECT whose planning costs the same whatever it copies, so copying on every sampler
+tick would spend the store's time on planning. Two seconds and 8,000 traces: one copy of 8,000 kept traces takes
+much less CPU than four copies of 2,000 (docs/results.md), and a kept trace
 waits at most a second longer for its judge than with one-second copies. Copies that fail on a retryable store
 error wait (bounded) and are retried with the next batch; copying is idempotent (payloads collapse on (tenant,
 trace_id)), so a retry or a late span's re-copy never duplicates.

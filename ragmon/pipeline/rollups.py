@@ -57,8 +57,8 @@ class Rollups:
         self.seq = seq
         self.log_id = log_id
         # At most one INSERT per interval: each range is one more part in the rollup tables, and the query's fixed
-        # cost (~40 ms) is paid per range, not per span; at 2 s rather than 1 s, ingest of a
-        # 500k-span burst went from ×0.94 to ×1.02 of the view's (`benchmarks/ingest.py --against`, 5 rounds each).
+        # cost is paid per range, not per span; 2 s rather than 1 s is what brought ingest of a burst back to the
+        # rate it had with the view (`benchmarks/ingest.py --against`; docs/results.md).
         self.interval_s = interval_s
         self.max_delay_s = max_delay_s
         self._clock = clock

@@ -36,7 +36,7 @@ def make_exporter(settings: JudgeEventsSettings) -> LogRecordExporter:
         raise ValueError(f"judge.events.endpoint has no host: {settings.endpoint!r}")
     headers = {name: value.get_secret_value() for name, value in settings.headers.items()}
     if settings.protocol == "grpc":
-        # each exporter is imported only when chosen: the gRPC one loads grpcio (~120 ms)
+        # each exporter is imported only when chosen: the gRPC one loads grpcio, slow to import (docs/results.md)
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
 
         # http:// is plain text, https:// TLS with the system's roots (the exporter reads the scheme).

@@ -7,8 +7,8 @@ that pattern (no root yet, already pending, already decided, or a later fragment
 `TraceFragment` / `TraceSummary` and takes the per-trace path, with the same rules. The two paths give the same
 decisions, reasons, probabilities and policy counts (tests/agent/test_sampler_batch.py drives both with one stream).
 
-Per trace this costs 0.20x the per-trace path's CPU (3.3 against 16.7 µs, `python benchmarks/sampler.py`); the
-sampling thread had been about a fifth of the agent's CPU under `benchmarks/ingest.py`.
+Per trace this costs a fraction of the per-trace path's CPU (`python benchmarks/sampler.py`; docs/results.md); the
+sampling thread had been a large share of the agent's CPU under `benchmarks/ingest.py`.
 """
 
 from __future__ import annotations

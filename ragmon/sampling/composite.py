@@ -18,7 +18,7 @@ from ragmon.sampling.policies import Policy
 from ragmon.sampling.trace import TraceSummary
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~3x to build, one per trace
+@dataclass(slots=True)  # not frozen: a frozen dataclass is slower to build, one per trace
 class Outcome:
     decision: Decision
     reasons: tuple[str, ...]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~3x to build, one per trace and batch
+@dataclass(slots=True)  # not frozen: a frozen dataclass is slower to build, one per trace and batch
 class TraceFragment:
     """Aggregates of one trace's spans from one stored batch."""
 

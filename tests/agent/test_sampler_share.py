@@ -1,8 +1,8 @@
 """The kept share under the default sampling policies, on a generated steady stream with known latency distributions.
 
-The README's arithmetic: with defaults a steady stream keeps about the baseline rate + the error share + at most
-~5 % slow requests (those above their feature's p95 by 100 ms or more), and the shares by reason add up to the
-kept share. The same stream under the old default (any stage above its own p95) keeps several times as much.
+docs/agent.md's arithmetic (Tail sampler): with defaults a steady stream keeps about the baseline rate + the error
+share + at most ~5 % slow requests (those above their feature's p95 by 100 ms or more), and the shares by reason add
+up to the kept share. The same stream under the old default (any stage above its own p95) keeps several times as much.
 """
 
 from __future__ import annotations

@@ -91,12 +91,12 @@ def test_rows_are_immutable() -> None:
         row.question = "changed"  # type: ignore[misc]
 
 
-def test_readme_dataset_example_is_valid() -> None:
+def test_the_docs_dataset_example_is_valid() -> None:
     import re
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    (example,) = re.findall(r"```jsonl\n(.*?)```", readme, flags=re.S)
-    rows = parse_dataset(example, "README.md")
+    doc = (Path(__file__).parents[2] / "docs" / "evaluation.md").read_text()
+    (example,) = re.findall(r"```jsonl\n(.*?)```", doc, flags=re.S)
+    rows = parse_dataset(example, "docs/evaluation.md")
     assert [row.id for row in rows] == ["q24", "u01"]
     assert rows[0].expected_plan is not None and rows[0].expected_plan.alternatives[0].label == "docs only"
     assert rows[1].answerable is False

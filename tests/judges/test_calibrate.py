@@ -140,7 +140,7 @@ def test_calibrate_local_on_a_slice_of_dev(
 def test_held_out_figures_at_the_configured_threshold_beat_overlap_on_every_kind(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The README's figures, by the real command: held-out rows only, the judge's own threshold (never refit on
+    """docs/results.md's figures, by the real command: held-out rows only, the judge's own threshold (never refit on
     the rows it is scored on), against the overlap baseline whose threshold was fitted on the fitting split."""
     heldout = run_calibrate(capsys, str(DEV_DATA), "--judge", "local", "--split", "heldout")
     assert heldout["judge"] == f"local:{MODELS['lexical'].version}:lexical"

@@ -24,106 +24,36 @@ direction and std floors to the signal's (`signals.SIGNALS`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ragmon.drift.default_rules import DEFAULT_RULES
 from ragmon.drift.detectors import (
-    CusumDetector,
-    KsDetector,
-    PageHinkleyDetector,
-    PsiDetector,
+    DETECTOR_SETTINGS,
+    DETECTORS,
+    DetectorSettings,
     SampleDetector,
     SeriesDetector,
-    ThresholdDetector,
+    Strict,
 )
-from ragmon.drift.detectors.base import Direction
 from ragmon.drift.signals import SIGNALS, ScopeKey, SignalKind, SignalSpec
 
 Severity = Literal["info", "warning", "critical"]
 LOG_CHANNEL = "log"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Gated(_Strict):
-    cooldown_s: float = Field(default=600.0, ge=0)  # no re-fire this soon after a resolve (data time)
-    fire_after: int = Field(default=1, ge=1)
-    clear_after: int = Field(default=1, ge=1)
-
-
-class _Standardised(_Gated):
-    direction: Direction | None = None  # None: the signal's bad direction
-    z_clip: float = Field(default=4.0, gt=0)
-    cap_factor: float = Field(default=2.0, ge=1)
-    min_count: float = Field(default=1.0, ge=0)  # samples behind a window's value
-    min_std: float | None = Field(default=None, ge=0)  # None: the signal's floor
-    min_std_rel: float | None = Field(default=None, ge=0)
-
-
-class CusumConfig(_Standardised):
-    type: Literal["cusum"]
-    k: float = Field(default=0.5, ge=0)
-    h: float = Field(default=8.0, gt=0)
-    clear_h: float = Field(default=2.0, ge=0)
-    min_baseline_windows: int = Field(default=60, ge=2)
-
-
-class PageHinkleyConfig(_Standardised):
-    type: Literal["page_hinkley"]
-    delta: float = Field(default=0.5, ge=0)
-    lambda_: float = Field(default=8.0, gt=0, alias="lambda")
-    clear_lambda: float = Field(default=2.0, ge=0)
-    memory_windows: int = Field(default=1440, ge=1)
-    min_windows: int = Field(default=30, ge=1)
-
-
-class ThresholdConfig(_Gated):
-    type: Literal["threshold"]
-    fire: float
-    clear: float
-    direction: Literal["up", "down"] | None = None
-    min_count: float = Field(default=1.0, ge=0)
-    fire_after: int = Field(default=2, ge=1)
-    clear_after: int = Field(default=2, ge=1)
-
-
-class PsiConfig(_Gated):
-    type: Literal["psi"]
-    bins: int = Field(default=10, ge=2, le=100)
-    epsilon: float = Field(default=1e-4, gt=0)
-    watch: float = Field(default=0.1, ge=0)
-    alert: float = Field(default=0.25, gt=0)
-    min_baseline: int = Field(default=2000, ge=1)
-    min_current: int = Field(default=200, ge=1)
-
-
-class KsConfig(_Gated):
-    type: Literal["ks"]
-    alpha_fire: float = Field(default=1e-4, gt=0, lt=1)
-    alpha_clear: float = Field(default=0.05, gt=0, lt=1)
-    min_effect: float = Field(default=0.1, ge=0, lt=1)
-    min_baseline: int = Field(default=1000, ge=1)
-    min_current: int = Field(default=100, ge=1)
-
-
-DetectorConfig = Annotated[
-    CusumConfig | PageHinkleyConfig | ThresholdConfig | PsiConfig | KsConfig, Field(discriminator="type")
-]
+# Which detector settings a rule may give: the union of every detector's, told apart by `type`. mypy reads it as
+# the base class all of them share.
+if TYPE_CHECKING:
+    DetectorConfig = DetectorSettings
+else:
+    DetectorConfig = Annotated[Union[DETECTOR_SETTINGS], Field(discriminator="type")]  # noqa: UP007 - built from a tuple
 # detector type -> what it reads: one value per window, or the per-request values of two windows
-DETECTOR_KINDS: dict[str, SignalKind] = {
-    "cusum": "series",
-    "page_hinkley": "series",
-    "threshold": "series",
-    "psi": "sample",
-    "ks": "sample",
-}
+DETECTOR_KINDS: dict[str, SignalKind] = {name: cast(SignalKind, cls.kind) for name, cls in DETECTORS.items()}
 
 
-class ScopeFilter(_Strict):
+class ScopeFilter(Strict):
     """Which scopes a rule watches; an empty list means every value. Each matching scope gets its own detector."""
 
     tenants: list[str] = Field(default_factory=list)
@@ -138,7 +68,7 @@ class ScopeFilter(_Strict):
         )
 
 
-class RuleConfig(_Strict):
+class RuleConfig(Strict):
     name: str = Field(min_length=1)
     signal: str
     detector: DetectorConfig
@@ -207,54 +137,10 @@ class RuleConfig(_Strict):
         return cast(SampleDetector, detector)
 
     def build_detector(self) -> SeriesDetector | SampleDetector:
-        spec, d = self.spec, self.detector
-        gated: dict[str, Any] = {"cooldown_s": d.cooldown_s, "fire_after": d.fire_after, "clear_after": d.clear_after}
-        if isinstance(d, CusumConfig | PageHinkleyConfig):
-            standard: dict[str, Any] = {
-                "direction": d.direction or spec.bad_direction,
-                "z_clip": d.z_clip,
-                "cap_factor": d.cap_factor,
-                "min_count": d.min_count,
-                "min_std": spec.min_std if d.min_std is None else d.min_std,
-                "min_std_rel": spec.min_std_rel if d.min_std_rel is None else d.min_std_rel,
-                **gated,
-            }
-            if isinstance(d, CusumConfig):
-                return CusumDetector(
-                    k=d.k, h=d.h, clear_h=d.clear_h, min_baseline_windows=d.min_baseline_windows, **standard
-                )
-            return PageHinkleyDetector(
-                delta=d.delta,
-                lambda_=d.lambda_,
-                clear_lambda=d.clear_lambda,
-                memory_windows=d.memory_windows,
-                min_windows=d.min_windows,
-                **standard,
-            )
-        if isinstance(d, ThresholdConfig):
-            direction = d.direction or ("down" if spec.bad_direction == "down" else "up")
-            return ThresholdDetector(fire=d.fire, clear=d.clear, direction=direction, min_count=d.min_count, **gated)
-        if isinstance(d, PsiConfig):
-            return PsiDetector(
-                bins=d.bins,
-                epsilon=d.epsilon,
-                watch=d.watch,
-                alert=d.alert,
-                min_baseline=d.min_baseline,
-                min_current=d.min_current,
-                **gated,
-            )
-        return KsDetector(
-            alpha_fire=d.alpha_fire,
-            alpha_clear=d.alpha_clear,
-            min_effect=d.min_effect,
-            min_baseline=d.min_baseline,
-            min_current=d.min_current,
-            **gated,
-        )
+        return self.detector.build(self.spec)
 
 
-class WebhookChannelConfig(_Strict):
+class WebhookChannelConfig(Strict):
     type: Literal["webhook"]
     url: str
     format: Literal["json", "slack"] = "json"  # slack: {"text": ..., "blocks": [...]}
@@ -273,7 +159,7 @@ class WebhookChannelConfig(_Strict):
         return url
 
 
-class LogChannelConfig(_Strict):
+class LogChannelConfig(Strict):
     type: Literal["log"]
     logger: str = "ragmon.alerts"
 
@@ -282,7 +168,7 @@ ChannelConfig = Annotated[WebhookChannelConfig | LogChannelConfig, Field(discrim
 CHANNEL_TYPES = ("webhook", "log")
 
 
-class AlertsConfig(_Strict):
+class AlertsConfig(Strict):
     """`[agent.alerts]`: the evaluator, its rules and where alerts go."""
 
     enabled: bool = True

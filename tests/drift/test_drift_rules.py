@@ -120,3 +120,17 @@ def test_the_settings_file_shape_validates() -> None:
     checkout = next(r for r in config.effective_rules() if r.name == "checkout_latency")
     assert checkout.detector.type == "page_hinkley" and checkout.detector.lambda_ == 6  # type: ignore[union-attr]
     assert "s3cret" not in repr(config)  # headers are secrets
+
+
+def test_every_detector_module_is_registered_with_its_settings() -> None:
+    # A detector is its module (the detector and its settings) and one entry in DETECTOR_SETTINGS: a module left
+    # out would be unreachable from any rule.
+    from pathlib import Path
+
+    from ragmon.drift import detectors
+
+    folder = Path(detectors.__file__).parent
+    modules = {path.stem for path in folder.glob("*.py")} - {"__init__", "base", "settings"}
+    registered = {settings.__module__.rsplit(".", 1)[1] for settings in detectors.DETECTOR_SETTINGS}
+    assert registered == modules
+    assert set(detectors.DETECTORS) == set(DETECTOR_KINDS)

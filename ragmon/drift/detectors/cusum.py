@@ -31,8 +31,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field
 
 from ragmon.drift.detectors.base import Baseline, Direction, Gate, Reading, baseline_of
+from ragmon.drift.detectors.settings import StandardisedSettings
+
+if TYPE_CHECKING:
+    from ragmon.drift.signals import SignalSpec
 
 DOCUMENTED_FALSE_ALARM_RATE = 1 / 5000  # per window, stationary, defaults
 # step (baseline std units) -> windows within which 95% of alarms fire, defaults
@@ -121,3 +128,21 @@ class CusumDetector:
             "cusum_lower": self.lower,
         }
         return self.gate.step(statistic, self.h, self.clear_h, t_s, evidence)
+
+
+class CusumSettings(StandardisedSettings):
+    type: Literal["cusum"]
+    kind: ClassVar[str] = "series"
+    k: float = Field(default=0.5, ge=0)
+    h: float = Field(default=8.0, gt=0)
+    clear_h: float = Field(default=2.0, ge=0)
+    min_baseline_windows: int = Field(default=60, ge=2)
+
+    def build(self, spec: SignalSpec) -> CusumDetector:
+        return CusumDetector(
+            k=self.k,
+            h=self.h,
+            clear_h=self.clear_h,
+            min_baseline_windows=self.min_baseline_windows,
+            **self.standard_options(spec),
+        )

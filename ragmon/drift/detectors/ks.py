@@ -23,10 +23,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from ragmon.drift.detectors.base import FloatArray, Gate, Reading, finite_array
+from ragmon.drift.detectors.settings import DetectorSettings
+
+if TYPE_CHECKING:
+    from ragmon.drift.signals import SignalSpec
 
 DOCUMENTED_FALSE_ALARM_RATE = 1 / 2000  # per window, stationary, at the minimum sample sizes
 DOCUMENTED_DELAY_WINDOWS = {0.5: 5, 1.0: 1}  # mean shift (std units) -> 95% of alarms within, minimum sizes
@@ -150,3 +156,23 @@ class KsDetector:
             "current_median": float(np.median(values)),
         }
         return self.gate.step(statistic, fire_at, clear_at, t_s, evidence)
+
+
+class KsSettings(DetectorSettings):
+    type: Literal["ks"]
+    kind: ClassVar[str] = "sample"
+    alpha_fire: float = Field(default=1e-4, gt=0, lt=1)
+    alpha_clear: float = Field(default=0.05, gt=0, lt=1)
+    min_effect: float = Field(default=0.1, ge=0, lt=1)
+    min_baseline: int = Field(default=1000, ge=1)
+    min_current: int = Field(default=100, ge=1)
+
+    def build(self, spec: SignalSpec) -> KsDetector:
+        return KsDetector(
+            alpha_fire=self.alpha_fire,
+            alpha_clear=self.alpha_clear,
+            min_effect=self.min_effect,
+            min_baseline=self.min_baseline,
+            min_current=self.min_current,
+            **self.gate_options(),
+        )

@@ -23,8 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field
 
 from ragmon.drift.detectors.base import Baseline, Direction, Gate, Reading, baseline_of
+from ragmon.drift.detectors.settings import StandardisedSettings
+
+if TYPE_CHECKING:
+    from ragmon.drift.signals import SignalSpec
 
 DOCUMENTED_FALSE_ALARM_RATE = 1 / 5000  # per window, stationary, defaults
 DOCUMENTED_DELAY_WINDOWS = {1.0: 36, 2.0: 10, 4.0: 4}  # step (std units) -> 95% of alarms within
@@ -129,3 +136,23 @@ class PageHinkleyDetector:
             "ph_lower": self.lower,
         }
         return self.gate.step(statistic, self.lambda_, self.clear_lambda, t_s, evidence)
+
+
+class PageHinkleySettings(StandardisedSettings):
+    type: Literal["page_hinkley"]
+    kind: ClassVar[str] = "series"
+    delta: float = Field(default=0.5, ge=0)
+    lambda_: float = Field(default=8.0, gt=0, alias="lambda")
+    clear_lambda: float = Field(default=2.0, ge=0)
+    memory_windows: int = Field(default=1440, ge=1)
+    min_windows: int = Field(default=30, ge=1)
+
+    def build(self, spec: SignalSpec) -> PageHinkleyDetector:
+        return PageHinkleyDetector(
+            delta=self.delta,
+            lambda_=self.lambda_,
+            clear_lambda=self.clear_lambda,
+            memory_windows=self.memory_windows,
+            min_windows=self.min_windows,
+            **self.standard_options(spec),
+        )

@@ -24,10 +24,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from ragmon.drift.detectors.base import FloatArray, Gate, Reading, finite_array
+from ragmon.drift.detectors.settings import DetectorSettings
+
+if TYPE_CHECKING:
+    from ragmon.drift.signals import SignalSpec
 
 DOCUMENTED_FALSE_ALARM_RATE = 1 / 10_000  # per window, stationary, at the minimum sample sizes
 DOCUMENTED_DELAY_WINDOWS = {0.5: 3, 1.0: 1}  # mean shift (std units) -> 95% of alarms within, minimum sizes
@@ -114,3 +120,25 @@ class PsiDetector:
             "current_median": float(np.median(values)),
         }
         return self.gate.step(psi, self.alert, self.watch, t_s, evidence)
+
+
+class PsiSettings(DetectorSettings):
+    type: Literal["psi"]
+    kind: ClassVar[str] = "sample"
+    bins: int = Field(default=10, ge=2, le=100)
+    epsilon: float = Field(default=1e-4, gt=0)
+    watch: float = Field(default=0.1, ge=0)
+    alert: float = Field(default=0.25, gt=0)
+    min_baseline: int = Field(default=2000, ge=1)
+    min_current: int = Field(default=200, ge=1)
+
+    def build(self, spec: SignalSpec) -> PsiDetector:
+        return PsiDetector(
+            bins=self.bins,
+            epsilon=self.epsilon,
+            watch=self.watch,
+            alert=self.alert,
+            min_baseline=self.min_baseline,
+            min_current=self.min_current,
+            **self.gate_options(),
+        )

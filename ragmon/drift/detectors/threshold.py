@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field
 
 from ragmon.drift.detectors.base import Direction, Gate, Reading
+from ragmon.drift.detectors.settings import DetectorSettings
+
+if TYPE_CHECKING:
+    from ragmon.drift.signals import SignalSpec
 
 
 class ThresholdDetector:
@@ -71,4 +78,21 @@ class ThresholdDetector:
             self.clear,
             reading.suppressed,
             reading.evidence,
+        )
+
+
+class ThresholdSettings(DetectorSettings):
+    type: Literal["threshold"]
+    kind: ClassVar[str] = "series"
+    fire: float
+    clear: float
+    direction: Literal["up", "down"] | None = None
+    min_count: float = Field(default=1.0, ge=0)
+    fire_after: int = Field(default=2, ge=1)
+    clear_after: int = Field(default=2, ge=1)
+
+    def build(self, spec: SignalSpec) -> ThresholdDetector:
+        direction = self.direction or ("down" if spec.bad_direction == "down" else "up")
+        return ThresholdDetector(
+            fire=self.fire, clear=self.clear, direction=direction, min_count=self.min_count, **self.gate_options()
         )

@@ -6,8 +6,7 @@
     evaluator.evaluate()                                              # every config.interval_s
 
 `source` implements `SignalSource` (see `signals.py` for what each signal means): `StoreSignalSource` reads the
-store (`ragmon serve` runs it in `ragmon/agent/alerting.py`); `InMemorySignalSource` is the reference implementation
-used by the tests.
+store (`ragmon serve` runs it in `ragmon/agent/alerting.py`).
 
 Names are loaded on first use (PEP 562), so `ragmon --help` can register `ragmon alerts` (drift/cli.py, standard
 library only) without importing numpy or httpx.
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
         Transition,
     )
     from ragmon.drift.evaluator import AlertEvaluator, AlertSink, EvaluatorStats
-    from ragmon.drift.memory_source import InMemorySignalSource, JudgedScore, Observation
     from ragmon.drift.record import ALERT_EXTRA_COLUMNS, AlertRecord
     from ragmon.drift.rules import AlertsConfig, RuleConfig
     from ragmon.drift.signals import (
@@ -66,12 +64,9 @@ _EXPORTS: dict[str, str] = {
     "Dispatcher": "ragmon.drift.channels",
     "EvaluatorStats": "ragmon.drift.evaluator",
     "Gate": "ragmon.drift.detectors",
-    "InMemorySignalSource": "ragmon.drift.memory_source",
-    "JudgedScore": "ragmon.drift.memory_source",
     "KsDetector": "ragmon.drift.detectors",
     "Level": "ragmon.drift.detectors",
     "LogChannel": "ragmon.drift.channels",
-    "Observation": "ragmon.drift.memory_source",
     "PageHinkleyDetector": "ragmon.drift.detectors",
     "PsiDetector": "ragmon.drift.detectors",
     "Reading": "ragmon.drift.detectors",
@@ -114,12 +109,9 @@ __all__ = [
     "Dispatcher",
     "EvaluatorStats",
     "Gate",
-    "InMemorySignalSource",
-    "JudgedScore",
     "KsDetector",
     "Level",
     "LogChannel",
-    "Observation",
     "PageHinkleyDetector",
     "PsiDetector",
     "Reading",

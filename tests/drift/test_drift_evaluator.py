@@ -1,5 +1,6 @@
-"""The evaluator over an in-memory source with a hand-driven clock: faults injected at known minutes raise the right
-alerts with evidence, resolve with the same id, respect cooldowns, and nothing raises into the caller."""
+"""The evaluator over the store's signals (traffic written into a store on the embedded engine) with a hand-driven
+clock: faults injected at known minutes raise the right alerts with evidence, resolve with the same id, respect
+cooldowns, and nothing raises into the caller."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ from ragmon.drift import (
     AlertsConfig,
     Delivery,
     Dispatcher,
-    InMemorySignalSource,
-    JudgedScore,
     ScopeKey,
     SeriesQuery,
 )
 from ragmon.drift.signals import SampleQuery, WindowPoint
+from tests.support.signal_oracle import JudgedScore
 
 MINUTE = 60.0
 
@@ -191,7 +191,7 @@ def test_normalisation_mismatch_raises_a_critical_alert(traffic: Callable[..., A
     norm = [r for r in records if r.rule == "embedding_norm_jump"]
     assert len(norm) == 1
     alert = norm[0]
-    assert alert.state == "firing" and alert.severity == "critical" and alert.stage == "embeddings"
+    assert alert.state == "firing" and alert.severity == "critical" and alert.stage == "embed"
     assert 152 <= minute_of(alert, epoch) <= 153  # a jump this size fires on the 2nd or 3rd window
     assert alert.baseline_value is not None and alert.baseline_value < 1e-6  # unit vectors: |‖v‖ - 1| ≈ 0
     assert alert.current_value is not None and alert.current_value > 1.0  # raw 16-d vectors have norm ≈ 4
@@ -225,7 +225,7 @@ def test_retrieval_score_shifts_are_caught_as_distribution_changes(traffic: Call
     records = evaluator.evaluate() + run_minutes(evaluator, clock, 40)
     by_rule = {r.rule: r for r in records if r.state == "firing"}
     psi, ks = by_rule["top1_score_shift"], by_rule["similarity_gap_shift"]
-    assert psi.stage == ks.stage == "retrieval"
+    assert psi.stage == ks.stage == "search"
     # The current window is the last 30 minutes: the shift must fill part of it first. Measured: a few minutes.
     assert 200 < minute_of(psi, epoch) <= 215 and 200 < minute_of(ks, epoch) <= 215
     assert psi.value is not None and psi.value >= 0.25 and psi.evidence["psi"] == psi.value
@@ -237,10 +237,9 @@ def test_retrieval_score_shifts_are_caught_as_distribution_changes(traffic: Call
     assert set(by_rule) == {"top1_score_shift", "similarity_gap_shift"}
 
 
-def test_judged_quality_is_sampling_weighted(clock: Any) -> None:
-    source = InMemorySignalSource()
+def test_judged_quality_is_sampling_weighted(judged: Callable[..., Any], clock: Any) -> None:
     # One window: an error trace kept at p = 1 scored 0.2, a baseline trace kept at p = 0.1 scored 0.9.
-    source.add_scores(
+    source = judged(
         [
             JudgedScore(clock.now_s + 1, "t-err", "faithfulness", 0.2, 1.0, tenant="a", feature="qa"),
             JudgedScore(clock.now_s + 2, "t-ok", "faithfulness", 0.9, 0.1, tenant="a", feature="qa"),
@@ -253,7 +252,7 @@ def test_judged_quality_is_sampling_weighted(clock: Any) -> None:
     assert point.trace_ids[0] == "t-err"
 
 
-def test_faithfulness_drop_fires_on_weighted_windows(clock: Any) -> None:
+def test_faithfulness_drop_fires_on_weighted_windows(judged: Callable[..., Any], clock: Any) -> None:
     epoch = clock.now_s
     rng = np.random.default_rng(9)
     scores = []
@@ -265,7 +264,7 @@ def test_faithfulness_drop_fires_on_weighted_windows(clock: Any) -> None:
             mean = 0.3 if kept_for_error else (0.9 if healthy else 0.7)
             value = float(np.clip(rng.normal(mean, 0.08), 0, 1))
             scores.append(JudgedScore(epoch + minute * MINUTE + i, f"j-{minute}-{i}", "faithfulness", value, p))
-    source = InMemorySignalSource(scores=scores)
+    source = judged(scores)
     evaluator = AlertEvaluator(AlertsConfig(settle_s=0), source, clock=clock)
     start_at(clock, epoch, 450, 0)
     records = evaluator.evaluate() + run_minutes(evaluator, clock, 150)

@@ -1,17 +1,18 @@
-"""`StoreSignalSource` computes what `InMemorySignalSource` computes: the same generated spans and judge scores go
-into both (the store on the embedded engine, a database per test) and every signal is compared window by window.
+"""`StoreSignalSource` computes what each signal means: the same generated spans and judge scores go into the store
+(the embedded engine, a database per test) and into `tests.support.signal_oracle`, which restates every signal in
+numpy, and every signal is compared window by window.
 
 Tolerances, and why:
 - counts, SLA shares, error rates: equal (integer counts behind them).
 - means (cost, tokens, scores, gaps, norms, weighted judged quality, Kish n): relative 1e-9 — the same float64
-  numbers summed in another order. The store keeps rank-1 scores, gaps and norms as Float32, so the in-memory
-  source is fed the float32-rounded values (what the store holds); without that they would differ by ~1e-7.
+  numbers summed in another order. The store keeps rank-1 scores, gaps and norms as Float32, so the oracle is
+  fed the float32-rounded values (what the store holds); without that they would differ by ~1e-7.
 - p95 latency: the store merges per-minute DDSketch states (relative accuracy α = 0.005), which return a value
-  within α of an order statistic next to the rank of the 95th percentile, while the in-memory source interpolates
+  within α of an order statistic next to the rank of the 95th percentile, while the oracle interpolates
   (numpy) between the two order statistics around rank 0.95·(n − 1). With 30–60 spans a window those neighbours
   can be several percent apart, so a fixed relative tolerance would be either loose or flaky; both values must lie
   in [x(⌊r⌋−1)·(1−α), x(⌈r⌉+1)·(1+α)] with r = 0.95·(n − 1) — the bracket tests/sinks/test_store_report.py uses.
-- example trace ids: the same badness (duration, cost, score ...) as the in-memory source's picks; ties may pick
+- example trace ids: the same badness (duration, cost, score ...) as the oracle's picks; ties may pick
   other traces with the same value. For errors: failed traces of that window.
 """
 
@@ -31,17 +32,9 @@ import pytest
 from ragmon.sinks import Store, open_store
 from ragmon.sinks.schema import QUANTILE_ACCURACY
 
-from ragmon.drift import (
-    SIGNALS,
-    InMemorySignalSource,
-    JudgedScore,
-    Observation,
-    SampleQuery,
-    ScopeKey,
-    SeriesQuery,
-    WindowPoint,
-)
+from ragmon.drift import SIGNALS, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
 from ragmon.drift.store_source import StoreSignalSource
+from tests.support.signal_oracle import JudgedScore, Observation, SignalOracle
 from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 
@@ -81,7 +74,7 @@ def _observations(batch: SpanBatch) -> list[Observation]:
 
 
 class World:
-    """The same traffic in the store and in memory, and each span's numbers for checking example picks."""
+    """The same traffic in the store and in the oracle, and each span's numbers for checking example picks."""
 
     def __init__(self, store: Store) -> None:
         self.start_s = (int(time.time()) // 3600 - 2) * 3600  # hour-aligned, recent (rows past their TTL vanish)
@@ -102,11 +95,10 @@ class World:
             insert_spans(store, rows)
             store.roll_up(part + 1, part + 1)
         self.observations = _observations(batch)
-        self.memory = InMemorySignalSource(self.observations)
         self.store_source = StoreSignalSource(store)
-        self._judge(store, batch)
+        self.oracle = SignalOracle(self.observations, self._judge(store, batch))
 
-    def _judge(self, store: Store, batch: SpanBatch) -> None:
+    def _judge(self, store: Store, batch: SpanBatch) -> list[JudgedScore]:
         """Judge a sample of traces, with the awkward cases: failed verdicts, re-judged traces (latest wins),
         back-evaluation runs (ignored), traces whose payload expired (probability 1)."""
         rng = random.Random(3)
@@ -157,8 +149,8 @@ class World:
                     )
         store.insert_payloads(payloads)
         store.insert_scores(scores)
-        self.memory.add_scores(judged)
         self.judged = {(s.trace_id, s.metric): s.value for s in judged}
+        return judged
 
     def badness(self, signal: str, scope: ScopeKey) -> dict[str, float]:
         """trace id -> how bad its span is for `signal`, within one scope (one span per trace and stage)."""
@@ -209,12 +201,12 @@ def _check_point(world: World, query: SeriesQuery, want: WindowPoint, got: Windo
     assert got.start_s == want.start_s, what
     assert got.count == pytest.approx(want.count, rel=1e-9), what
     if query.signal == "latency_p95_ms":
-        durations = world.memory.sample(
+        durations = world.oracle.sample(
             SampleQuery("latency_p95_ms", query.scope, want.start_s, want.start_s + query.step_s)
         ).values
         assert durations.size == want.count
         low, high = _bracket(durations)
-        assert low <= want.value <= high, what  # the reference's own convention sits inside the bracket
+        assert low <= want.value <= high, what  # the oracle's own convention sits inside the bracket
         assert low <= got.value <= high, what
     else:
         assert _same(got.value, want.value), f"{what}: {got.value} != {want.value}"
@@ -231,11 +223,11 @@ def _check_point(world: World, query: SeriesQuery, want: WindowPoint, got: Windo
 
 def test_scopes_match(world: World) -> None:
     for signal in SIGNALS:
-        want = world.memory.scopes(signal, world.start_s, world.end_s)
+        want = world.oracle.scopes(signal, world.start_s, world.end_s)
         assert want, signal  # the traffic exercises every signal
         assert world.store_source.scopes(signal, world.start_s, world.end_s) == want, signal
         # a sub-range too: scopes are about the range asked for, not the table
-        assert world.store_source.scopes(signal, world.start_s, world.start_s + 60) == world.memory.scopes(
+        assert world.store_source.scopes(signal, world.start_s, world.start_s + 60) == world.oracle.scopes(
             signal, world.start_s, world.start_s + 60
         )
 
@@ -244,11 +236,11 @@ def test_scopes_match(world: World) -> None:
 def test_series_match_window_by_window(world: World, step_s: float) -> None:
     compared = 0
     for signal in SIGNALS:
-        for scope in world.memory.scopes(signal, world.start_s, world.end_s):
+        for scope in world.oracle.scopes(signal, world.start_s, world.end_s):
             sla_ms = SLA_MS if signal == "sla_share" else None
             start_s = world.start_s + step_s  # not the table's first window: ranges are honoured
             query = SeriesQuery(signal, scope, start_s, world.end_s, step_s, sla_ms)
-            want = world.memory.series(query)
+            want = world.oracle.series(query)
             got = world.store_source.series(query)
             assert [p.start_s for p in got] == [p.start_s for p in want], f"{signal} {scope}"
             for w, g in zip(want, got, strict=True):
@@ -266,10 +258,10 @@ def test_baseline_reads_skip_examples(world: World) -> None:
 
 @pytest.mark.parametrize("signal", ["latency_p95_ms", "top1_score", "similarity_gap", "norm_deviation"])
 def test_samples_match(world: World, signal: str) -> None:
-    for scope in world.memory.scopes(signal, world.start_s, world.end_s):
+    for scope in world.oracle.scopes(signal, world.start_s, world.end_s):
         for start_s, end_s in ((world.start_s, world.end_s), (world.start_s + 600, world.start_s + 900)):
             query = SampleQuery(signal, scope, start_s, end_s)
-            want = world.memory.sample(query)
+            want = world.oracle.sample(query)
             got = world.store_source.sample(query)
             assert want.values.size > 0
             assert np.array_equal(np.sort(got.values), np.sort(want.values)), f"{signal} {scope}"

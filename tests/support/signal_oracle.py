@@ -1,14 +1,28 @@
-"""`InMemorySignalSource`: the `SignalSource` over plain Python records, for tests, the demo and as the reference
-for what each signal means (see the table in `signals.py`).
+"""`SignalOracle`: what each drift signal means, restated in numpy over plain Python records, so the tests can
+check that the store's SQL (`ragmon.drift.store_source`) computes it. Test code: ragmon reads signals from
+the store only.
 
 Records are per span (`Observation`; stage "" is the request's root span) and per judged trace (`JudgedScore`).
-Columns are built once per change and queried with numpy masks, so a few hundred thousand records stay fast.
+
+| signal | series value per window | count | sample values |
+|---|---|---|---|
+| latency_p95_ms | 0.95-quantile of span duration_ms | spans | span duration_ms |
+| error_rate | errors / spans | spans | — |
+| cost_per_request_usd | sum(cost_usd) / cost_known | cost_known | — |
+| tokens_per_request | (input_tokens + output_tokens) / spans | spans | — |
+| faithfulness, relevance | Σ(score/p) / Σ(1/p) over judged traces, p = inclusion probability | Kish n: (Σw)²/Σw² | — |
+| top1_score | mean rank-1 retrieval score | spans with one | the scores |
+| similarity_gap | mean gap between rank-1 and rank-2 scores | spans with one | the gaps |
+| norm_deviation | mean |‖v‖ - 1| of the span's vectors | spans with one | the deviations |
+| sla_share | share of requests with duration_ms ≤ sla_ms | requests | — |
+
+A signal the oracle does not know is a KeyError: a signal added to `SIGNALS` fails tests/drift/test_store_source.py
+until its meaning is written here too.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +34,24 @@ from ragmon.drift.signals import SIGNALS, Sample, SampleQuery, ScopeKey, SeriesQ
 
 _EXAMPLES = 3  # example trace ids per window / sample
 _JUDGED = ("faithfulness", "relevance")
+_KNOWN = frozenset(
+    {
+        "latency_p95_ms",
+        "error_rate",
+        "cost_per_request_usd",
+        "tokens_per_request",
+        *_JUDGED,
+        "top1_score",
+        "similarity_gap",
+        "norm_deviation",
+        "sla_share",
+    }
+)
+
+
+def _known(signal: str) -> None:
+    if signal not in _KNOWN:
+        raise KeyError(f"the oracle does not know the signal {signal!r}: write down what it means here")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,36 +118,21 @@ class _Columns:
         return ids, index
 
 
-class InMemorySignalSource:
-    """A `SignalSource` over records added with `add` / `add_scores`. Thread-safe for one writer, many readers."""
+class SignalOracle:
+    """Each signal of the records, computed the plain way (see the table in the module docstring)."""
 
     def __init__(self, observations: Iterable[Observation] = (), scores: Iterable[JudgedScore] = ()) -> None:
-        self._rows: list[Observation] = list(observations)
-        self._scores: list[JudgedScore] = list(scores)
-        self._columns: _Columns | None = None
-        self._lock = threading.Lock()
-
-    def add(self, observations: Iterable[Observation]) -> None:
-        with self._lock:
-            self._rows.extend(observations)
-            self._columns = None
-
-    def add_scores(self, scores: Iterable[JudgedScore]) -> None:
-        for score in scores:
+        rows, judged = list(observations), list(scores)
+        for score in judged:
             if not 0 < score.inclusion_probability <= 1:
                 raise ValueError(f"inclusion probability must be in (0, 1], got {score.inclusion_probability}")
-        with self._lock:
-            self._scores.extend(scores)
-            self._columns = None
+        self._columns = _Columns(rows, judged)
 
     def _cols(self) -> _Columns:
-        with self._lock:
-            if self._columns is None:
-                self._columns = _Columns(self._rows, self._scores)
-            return self._columns
+        return self._columns
 
-    # -- SignalSource --------------------------------------------------------------------------------------------
     def scopes(self, signal: str, start_s: float, end_s: float) -> Sequence[ScopeKey]:
+        _known(signal)
         cols = self._cols()
         if signal in _JUDGED:
             mask = (cols.score_time >= start_s) & (cols.score_time < end_s) & (cols.score_metric == signal)
@@ -128,6 +145,7 @@ class InMemorySignalSource:
         return sorted(keys)
 
     def series(self, query: SeriesQuery) -> Sequence[WindowPoint]:
+        _known(query.signal)
         cols = self._cols()
         if query.signal in _JUDGED:
             return self._judged_series(cols, query)
@@ -153,6 +171,7 @@ class InMemorySignalSource:
         return points
 
     def sample(self, query: SampleQuery) -> Sample:
+        _known(query.signal)
         cols = self._cols()
         scope_id = cols.scope_index.get(query.scope)
         field = _sample_field(query.signal)

@@ -1,40 +1,56 @@
 """The reads of the drift checks: which scopes have a signal, a signal's series per window, a per-request sample,
 the worst traces of each window, judged scores with their traces' inclusion probabilities, and how much
-production history the store holds. `ragmon.drift.store_source` runs them and turns the rows into signal
-points (where each signal comes from, and why, is told there).
+production history the store holds. `ragmon.drift.store_source` runs them for each signal's kind of read
+(`ragmon.drift.reads`) and turns the rows into signal points (where each signal comes from, and why, is told
+there).
 
 Each function returns the SQL and its parameters. Every value (tenant, feature, stage, metric, eval run, times,
-limits) is a bound `{name:Type}` parameter; the only words chosen in Python are columns and expressions picked
-from the fixed tables below by a signal's name, so an unknown signal is a KeyError, never text in the SQL.
+limits) is a bound `{name:Type}` parameter; the only words written into the text are the tables' own column names,
+each looked up in the schema's column list for the table it reads (`SPAN_COLUMNS`, the rollup's summed columns),
+so a name that is not one is a KeyError, never text in the SQL.
 
 Times are `[start, end)`: the rollup's in whole seconds on minute boundaries (`start_s`, `end_s`, `step_s`), raw
 spans' and scores' in nanoseconds (`start_ns`, `end_ns`, `step_ns`), so a range is a constant the primary key and
-the partitions can prune with. A scope's stage is the stored one ('request' for the root span).
+the partitions can prune with. A scope's stage is the stored one ('request' for the root span). Series rows are
+`window` (the window's index from the range's start), `value` and `count`, and for some reads more figures.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragmon.sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl, Topology
+from ragmon.sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_COLUMNS, ROLLUP_TABLE, Ddl, Topology
 from ragmon.sinks.traffic import PRODUCTION, Traffic
+
+from ragmon.model import SPAN_COLUMNS
 
 Query = tuple[str, dict[str, Any]]
 
-# signal -> its column in `spans`, for the signals read from raw spans
-SPAN_COLUMNS = {"top1_score": "top1_score", "similarity_gap": "similarity_gap", "norm_deviation": "norm_deviation"}
-# signal -> the `spans` column its per-request sample is drawn from (the signals that have one)
-SAMPLE_COLUMNS = {"latency_p95_ms": "duration_ms", **SPAN_COLUMNS}
-
-_P95_INDEX = DURATION_LEVELS.index(0.95) + 1  # ClickHouse arrays are 1-based
+_SPAN_COLUMNS = frozenset(name for name, _ in SPAN_COLUMNS)
+# the rollup's per-minute sums (spans, errors, tokens, cost, cost_known): what a ratio of the rollup can divide
+_ROLLUP_SUMS = frozenset(name for name, ch_type in ROLLUP_COLUMNS if ch_type.startswith("SimpleAggregateFunction(sum,"))
 _MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 _SCOPE = "tenant = {tenant:String} AND feature = {feature:String} AND stage = {stage:String}"
-_EXAMPLE_COLUMNS = (
-    "tenant, trace_id, span_id, start_time, status, duration_ms, cost_usd, input_tokens, output_tokens,"
-    " top1_score, similarity_gap, norm_deviation"
-)
+# What a window's example query reads of every span, besides the columns its traces are ranked by.
+_EXAMPLE_COLUMNS = ("tenant", "trace_id", "span_id", "start_time", "status")
 _SPAN_WINDOW = "intDiv(toUnixTimestamp64Nano(start_time) - {start_ns:Int64}, {step_ns:Int64})"
+_ROLLUP_WINDOW = "intDiv(toUnixTimestamp(minute) - {start_s:Int64}, {step_s:Int64})"
+_ROLLUP_RANGE = "minute >= toDateTime({start_s:Int64}) AND minute < toDateTime({end_s:Int64})"
+
+
+def _span_column(name: str) -> str:
+    """`name` if it is a column of `spans`; a KeyError otherwise (it is about to be written into SQL text)."""
+    if name not in _SPAN_COLUMNS:
+        raise KeyError(f"{name!r} is not a column of spans")
+    return name
+
+
+def _rollup_sum(name: str) -> str:
+    if name not in _ROLLUP_SUMS:
+        raise KeyError(f"{name!r} is not a summed column of {ROLLUP_TABLE}: {', '.join(sorted(_ROLLUP_SUMS))}")
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +73,8 @@ def _time_range(column: str) -> str:
     )
 
 
-def _badness(signal: str, higher_is_worse: bool) -> str:
-    """A SQL expression over a `spans` row: higher = worse, for picking a window's example traces."""
-    if signal in ("latency_p95_ms", "sla_share"):
-        return "duration_ms"
-    if signal == "cost_per_request_usd":
-        return "ifNull(cost_usd, -inf)"
-    if signal == "tokens_per_request":
-        return "toFloat64(input_tokens) + output_tokens"
-    column = SPAN_COLUMNS[signal]
-    return column if higher_is_worse else f"-{column}"
+def _finite(column: str) -> str:
+    return f"{column} IS NOT NULL AND isFinite({column})"
 
 
 class DriftSql:
@@ -97,17 +105,16 @@ class DriftSql:
         params: dict[str, Any] = {"start_s": start_s, "end_s": end_s}
         sql = (
             f"SELECT DISTINCT tenant, feature, stage FROM {self._rollup}"
-            " WHERE minute >= toDateTime({start_s:Int64}) AND minute < toDateTime({end_s:Int64})"
-            f" AND {self.traffic.condition(params)}"
+            f" WHERE {_ROLLUP_RANGE} AND {self.traffic.condition(params)}"
         )
         return sql, params
 
-    def span_scopes(self, signal: str, *, start_ns: int, end_ns: int) -> Query:
-        """(tenant, feature, stage) with spans in the range that carry `signal`'s column."""
+    def span_scopes(self, column: str, *, start_ns: int, end_ns: int) -> Query:
+        """(tenant, feature, stage) with spans in the range that carry `column`."""
         params: dict[str, Any] = {"start_ns": start_ns, "end_ns": end_ns}
         sql = (
             f"SELECT DISTINCT tenant, feature, stage FROM {self._spans}"
-            f" WHERE {_time_range('start_time')} AND {SPAN_COLUMNS[signal]} IS NOT NULL"
+            f" WHERE {_time_range('start_time')} AND {_span_column(column)} IS NOT NULL"
             f" AND {self.traffic.condition(params)}"
         )
         return sql, params
@@ -115,7 +122,7 @@ class DriftSql:
     def _scope_spans(self, params: dict[str, Any], columns: str, *, finite: str | None = None) -> str:
         """`columns` of the scope's spans in [start_ns, end_ns), one row per span (a re-sent span's duplicate not
         yet merged away counts once), only those whose `finite` column is set and finite when given."""
-        having = f" AND {finite} IS NOT NULL AND isFinite({finite})" if finite else ""
+        having = f" AND {_finite(finite)}" if finite else ""
         return (
             f"SELECT {columns} FROM {self._spans}"
             f" WHERE {self._scope(params)} AND {_time_range('start_time')}{having}"
@@ -123,10 +130,10 @@ class DriftSql:
         )
 
     # -- per-request sample ----------------------------------------------------------------------------------
-    def sample(self, signal: str, scope: Scope, *, start_ns: int, end_ns: int, max_values: int) -> Query:
-        """(value, trace_id) of `signal` per span; beyond `max_values`, a uniform subsample chosen by a hash of
-        the span, so the same query gives the same evidence."""
-        column = SAMPLE_COLUMNS[signal]
+    def sample(self, column: str, scope: Scope, *, start_ns: int, end_ns: int, max_values: int) -> Query:
+        """(value, trace_id) of `column` per span where it is set and finite; beyond `max_values`, a uniform
+        subsample chosen by a hash of the span, so the same query gives the same evidence."""
+        column = _span_column(column)
         params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "max_values": max_values}
         sql = (
             f"SELECT toFloat64({column}) AS value, trace_id"
@@ -135,70 +142,109 @@ class DriftSql:
         )
         return sql, params
 
-    # -- series ----------------------------------------------------------------------------------------------
-    def rollup_series(self, scope: Scope, *, start_s: int, end_s: int, step_s: int) -> Query:
-        """Per window (its index from `start_s`): spans, errors, the merged p95, tokens, cost and cost_known."""
+    # -- series from the rollup ------------------------------------------------------------------------------
+    def _rollup_series(self, scope: Scope, figures: str, *, start_s: int, end_s: int, step_s: int) -> Query:
+        """`figures` (SQL over the merged minutes, naming `value` and `count`) per window with spans."""
         params = {**scope.params(), "start_s": start_s, "end_s": end_s, "step_s": step_s}
         sql = (
-            "SELECT intDiv(toUnixTimestamp(minute) - {start_s:Int64}, {step_s:Int64}) AS window,"
-            " sum(spans) AS spans, sum(errors) AS errors,"
-            f" {_MERGE_DURATION}(duration_q)[{_P95_INDEX}] AS p95_ms,"
-            " sum(input_tokens) + sum(output_tokens) AS tokens, sum(cost_usd) AS cost_usd,"
-            " sum(cost_known) AS cost_known"
-            f" FROM {self._rollup}"
-            f" WHERE {self._scope(params)}"
-            " AND minute >= toDateTime({start_s:Int64}) AND minute < toDateTime({end_s:Int64})"
-            " GROUP BY window HAVING spans > 0 ORDER BY window"
+            # `spans` stays the column's name: an alias `spans` would turn the figures' sum(spans) into a nested sum
+            f"SELECT {_ROLLUP_WINDOW} AS window, {figures} FROM {self._rollup}"
+            f" WHERE {self._scope(params)} AND {_ROLLUP_RANGE}"
+            " GROUP BY window HAVING sum(spans) > 0 ORDER BY window"
         )
         return sql, params
 
-    def sla_series(self, scope: Scope, *, start_ns: int, end_ns: int, step_ns: int, sla_ms: float) -> Query:
-        """Per window: spans (n) and those within `sla_ms` (within), duplicates collapsed."""
-        params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns, "sla_ms": sla_ms}
+    def rollup_quantile_series(self, level: float, scope: Scope, *, start_s: int, end_s: int, step_s: int) -> Query:
+        """Per window: the span duration quantile `level` of the merged per-minute sketches (value; one of the
+        levels they keep, else a ValueError) and the spans (count)."""
+        index = DURATION_LEVELS.index(level) + 1  # ClickHouse arrays are 1-based
+        figures = f"{_MERGE_DURATION}(duration_q)[{index}] AS value, sum(spans) AS count"
+        return self._rollup_series(scope, figures, start_s=start_s, end_s=end_s, step_s=step_s)
+
+    def rollup_ratio_series(
+        self, numerator: Sequence[str], per: str, scope: Scope, *, start_s: int, end_s: int, step_s: int
+    ) -> Query:
+        """Per window: Σ `numerator` columns / Σ `per` (value; NaN where Σ `per` is 0) and Σ `per` (count)."""
+        total = " + ".join(f"sum({_rollup_sum(name)})" for name in numerator)
+        count = f"sum({_rollup_sum(per)})"
+        figures = f"if(count > 0, ({total}) / count, nan) AS value, {count} AS count"
+        return self._rollup_series(scope, figures, start_s=start_s, end_s=end_s, step_s=step_s)
+
+    # -- series from raw spans -------------------------------------------------------------------------------
+    def sla_series(
+        self, scope: Scope, *, start_ns: int, end_ns: int, step_ns: int, step_s: float, sla_ms: float
+    ) -> Query:
+        """Per window: the share of spans within `sla_ms` (value), the spans (count), spans per second
+        (input_qps), those within the SLA per second (effective_qps) and the SLA (sla_ms); duplicates collapsed."""
+        params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns}
+        params |= {"step_s": step_s, "sla_ms": sla_ms}
+        within = "countIf(duration_ms <= {sla_ms:Float64})"
         sql = (
-            f"SELECT {_SPAN_WINDOW} AS window, count() AS n, countIf(duration_ms <= {{sla_ms:Float64}}) AS within"
+            f"SELECT {_SPAN_WINDOW} AS window, {within} / count() AS value, count() AS count,"
+            f" count() / {{step_s:Float64}} AS input_qps, {within} / {{step_s:Float64}} AS effective_qps,"
+            " {sla_ms:Float64} AS sla_ms"
             f" FROM ({self._scope_spans(params, 'start_time, duration_ms')})"
             " GROUP BY window ORDER BY window"
         )
         return sql, params
 
-    def span_mean_series(self, signal: str, scope: Scope, *, start_ns: int, end_ns: int, step_ns: int) -> Query:
-        """Per window: the mean of `signal`'s column (value) over the spans that have it (n)."""
-        column = SPAN_COLUMNS[signal]
+    def span_mean_series(self, column: str, scope: Scope, *, start_ns: int, end_ns: int, step_ns: int) -> Query:
+        """Per window: the mean of `column` (value) over the spans where it is set and finite (count)."""
+        column = _span_column(column)
         params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns}
         sql = (
-            f"SELECT {_SPAN_WINDOW} AS window, avg(toFloat64({column})) AS value, count() AS n"
+            f"SELECT {_SPAN_WINDOW} AS window, avg(toFloat64({column})) AS value, count() AS count"
             f" FROM ({self._scope_spans(params, f'start_time, {column}', finite=column)})"
             " GROUP BY window ORDER BY window"
         )
         return sql, params
 
-    def window_examples(
+    # -- example traces --------------------------------------------------------------------------------------
+    def worst_examples(
         self,
-        signal: str,
+        worst: Sequence[str],
         scope: Scope,
         *,
         start_ns: int,
         end_ns: int,
         step_ns: int,
         examples: int,
-        higher_is_worse: bool,
+        lowest: bool = False,
+        finite: str | None = None,
     ) -> Query:
-        """Per window: the `examples` worst trace ids (trace_ids) — failed ones for the error rate, else by the
-        signal's badness (`higher_is_worse` says which way a raw spans column's signal is trouble)."""
+        """Per window: the `examples` trace ids (trace_ids) whose spans have the highest sum of the `worst`
+        columns (the lowest with `lowest`; a NULL ranks last), among the spans whose `finite` column is set and
+        finite when given."""
+        total = " + ".join(f"toFloat64({_span_column(name)})" for name in worst)
+        badness = f"ifNull({'-' if lowest else ''}({total}), -inf)"
+        picked = f"arrayMap(x -> x.2, groupArraySorted({{examples:UInt64}})((-({badness}), trace_id)))"
+        return self._examples(picked, worst, scope, start_ns, end_ns, step_ns, examples, finite=finite)
+
+    def failed_examples(self, scope: Scope, *, start_ns: int, end_ns: int, step_ns: int, examples: int) -> Query:
+        """Per window: up to `examples` trace ids (trace_ids) of failed spans."""
+        picked = "groupArrayIf({examples:UInt64})(trace_id, status = 'error')"
+        return self._examples(picked, (), scope, start_ns, end_ns, step_ns, examples)
+
+    def _examples(
+        self,
+        picked: str,
+        ranked_by: Sequence[str],
+        scope: Scope,
+        start_ns: int,
+        end_ns: int,
+        step_ns: int,
+        examples: int,
+        *,
+        finite: str | None = None,
+    ) -> Query:
         params = {**scope.params(), "start_ns": start_ns, "end_ns": end_ns, "step_ns": step_ns, "examples": examples}
         where = f"{self._scope(params)} AND {_time_range('start_time')}"
-        if signal == "error_rate":
-            picked = "groupArrayIf({examples:UInt64})(trace_id, status = 'error')"
-        else:
-            badness = _badness(signal, higher_is_worse)
-            picked = f"arrayMap(x -> x.2, groupArraySorted({{examples:UInt64}})((-({badness}), trace_id)))"
-        column = SPAN_COLUMNS.get(signal)
-        if column is not None:
-            where += f" AND {column} IS NOT NULL AND isFinite({column})"
+        if finite is not None:
+            where += f" AND {_finite(_span_column(finite))}"
+        columns = ", ".join(dict.fromkeys([*_EXAMPLE_COLUMNS, *map(_span_column, ranked_by)]))
         sql = (
             f"SELECT {_SPAN_WINDOW} AS window, {picked} AS trace_ids FROM ("
-            f" SELECT {_EXAMPLE_COLUMNS} FROM {self._spans} WHERE {where} LIMIT 1 BY tenant, trace_id, span_id)"
+            f" SELECT {columns} FROM {self._spans} WHERE {where} LIMIT 1 BY tenant, trace_id, span_id)"
             " GROUP BY window"
         )
         return sql, params

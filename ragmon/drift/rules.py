@@ -108,8 +108,8 @@ class RuleConfig(Strict):
                 f"rule {self.name!r}: detector {self.detector.type!r} needs a {kind} signal and {self.signal!r} has"
                 f" none; valid detectors for it: {', '.join(valid)}"
             )
-        if self.signal == "sla_share" and self.sla_ms is None:
-            raise ValueError(f"rule {self.name!r}: signal 'sla_share' needs sla_ms")
+        if self.spec.needs_sla_ms and self.sla_ms is None:
+            raise ValueError(f"rule {self.name!r}: signal {self.signal!r} needs sla_ms")
         try:
             self.build_detector()
         except ValueError as exc:

@@ -1,26 +1,15 @@
-"""The signals drift rules watch, and the `SignalSource` protocol that serves them from the store.
+"""The signals drift rules watch, each defined once in `SIGNALS`, and the `SignalSource` protocol that serves them.
+
+A signal's entry says what it means and in which unit, how it is read from the store (a kind of read from
+`reads.py` with the columns it reads: `StoreSignalSource` builds its SQL from that), which way is trouble and how
+standardising detectors should scale it; `rules.py`, the evaluator and the source read everything from it.
 
 A signal is read per scope — (tenant, feature, stage) — either as a *series* (one aggregate per window, for the mean
-detectors) or as a *sample* (the per-request values in a time range, for the distribution detectors). What each
-signal means, so an implementation over SQL computes the same thing as `InMemorySignalSource`:
-
-| signal | series value per window | count | sample values |
-|---|---|---|---|
-| latency_p95_ms | 0.95-quantile of span duration_ms (spans_1m `duration_q`) | spans | span duration_ms |
-| error_rate | errors / spans | spans | — |
-| cost_per_request_usd | sum(cost_usd) / cost_known | cost_known | — |
-| tokens_per_request | (input_tokens + output_tokens) / spans | spans | — |
-| faithfulness, relevance | Σ(score/p) / Σ(1/p) over judged traces, p = inclusion probability | Kish n: (Σw)²/Σw² | — |
-| top1_score | mean rank-1 retrieval score | spans with one | the scores |
-| similarity_gap | mean gap between rank-1 and rank-2 scores | spans with one | the gaps |
-| norm_deviation | mean |‖v‖ - 1| of the span's vectors | spans with one | the deviations |
-| sla_share | share of requests with duration_ms ≤ sla_ms | requests | — |
-
-`sla_share` also reports `input_qps` (requests / window seconds: offered load) and `effective_qps` (requests within
-the SLA / window seconds) in `WindowPoint.extra`: a share that falls while input QPS rises is saturation. Judged
-metrics and `sla_share` are trace-level: their stage is "" (the request as a whole). Windows are
-`[start_s, start_s + step_s)`, aligned to multiples of step_s; a window without data is simply absent (no data is not
-a zero). Example trace ids are the worst few in the window (slowest, failed, lowest-scoring), when the source has them.
+detectors) or as a *sample* (the per-request values in a time range, for the distribution detectors); a signal has
+a sample when its kind of read has one. Trace-level signals (judged quality, the SLA share) have the stage ""
+(the request as a whole, its root span). Windows are `[start_s, start_s + step_s)`, aligned to multiples of step_s;
+a window without data is simply absent (no data is not a zero). Example trace ids are the worst few in the window
+(slowest, failed, lowest-scoring).
 """
 
 from __future__ import annotations
@@ -32,18 +21,19 @@ from typing import Literal, Protocol
 import numpy as np
 
 from ragmon.drift.detectors.base import Direction, FloatArray
+from ragmon.drift.reads import JudgedMean, RollupQuantile, RollupRatio, ShareWithinSla, SignalRead, SpanMean
 
 SignalKind = Literal["series", "sample"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SignalSpec:
-    """What a signal is and how detectors should treat it by default."""
+    """One signal: what it is, how it is read, and how detectors should treat it by default."""
 
     name: str
     description: str
     unit: str
-    kinds: frozenset[SignalKind]
+    read: SignalRead
     bad_direction: Direction  # which way is trouble: the default direction of its detectors
     trace_level: bool = False  # only the stage "" scope (whole requests)
     min_std: float = 0.0  # floor for the baseline std when standardising (in the units detectors see)
@@ -58,9 +48,16 @@ class SignalSpec:
     transform: Literal["log", "asin_sqrt"] | None = None
     log_offset: float = 1.0
 
+    @property
+    def kinds(self) -> frozenset[SignalKind]:
+        """Which detectors it feeds: mean detectors always, distribution detectors when its read has a sample."""
+        return frozenset({"series", "sample"}) if self.read.sample_column is not None else frozenset({"series"})
 
-_SERIES: frozenset[SignalKind] = frozenset({"series"})
-_BOTH: frozenset[SignalKind] = frozenset({"series", "sample"})
+    @property
+    def needs_sla_ms(self) -> bool:
+        """Its rules must say the latency SLA it is measured against."""
+        return isinstance(self.read, ShareWithinSla)
+
 
 SIGNALS: Mapping[str, SignalSpec] = {
     spec.name: spec
@@ -70,65 +67,106 @@ SIGNALS: Mapping[str, SignalSpec] = {
         # log(p95 + 1 ms) and a 0.01 floor; a 300 ms stall fires at once, a sustained doubling from 5 ms in a few
         # windows
         SignalSpec(
-            "latency_p95_ms",
-            "p95 span latency",
-            "ms",
-            _BOTH,
-            "up",
+            name="latency_p95_ms",
+            description="p95 span latency",
+            unit="ms",
+            read=RollupQuantile(0.95),
+            bad_direction="up",
             min_std=0.05,
             min_std_rel=0.0,
             transform="log",
             log_offset=25.0,
         ),
         SignalSpec(
-            "error_rate",
-            "share of spans with status error",
-            "ratio",
-            _SERIES,
-            "up",
+            name="error_rate",
+            description="share of spans with status error",
+            unit="ratio",
+            read=RollupRatio(("errors",), per="spans", examples="failed"),
+            bad_direction="up",
             min_std=0.05,
             min_std_rel=0.0,
             transform="asin_sqrt",
         ),
         SignalSpec(
-            "cost_per_request_usd",
-            "cost per request",
-            "USD",
-            _SERIES,
-            "up",
+            name="cost_per_request_usd",
+            description="cost per request",
+            unit="USD",
+            # per request whose cost is known: a span without a price is not a free one
+            read=RollupRatio(("cost_usd",), per="cost_known", examples=("cost_usd",)),
+            bad_direction="up",
             min_std=0.01,
             min_std_rel=0.0,
             transform="log",
             log_offset=1e-6,
         ),
         SignalSpec(
-            "tokens_per_request",
-            "input + output tokens per request",
-            "tokens",
-            _SERIES,
-            "both",
+            name="tokens_per_request",
+            description="input + output tokens per request",
+            unit="tokens",
+            read=RollupRatio(
+                ("input_tokens", "output_tokens"), per="spans", examples=("input_tokens", "output_tokens")
+            ),
+            bad_direction="both",
             min_std=0.01,
             min_std_rel=0.0,
             transform="log",
         ),
         SignalSpec(
-            "faithfulness", "judged faithfulness (sampling-weighted)", "score", _SERIES, "down", True, 0.02, 0.0
+            name="faithfulness",
+            description="judged faithfulness (sampling-weighted)",
+            unit="score",
+            read=JudgedMean("faithfulness"),
+            bad_direction="down",
+            trace_level=True,
+            min_std=0.02,
+            min_std_rel=0.0,
         ),
-        SignalSpec("relevance", "judged relevance (sampling-weighted)", "score", _SERIES, "down", True, 0.02, 0.0),
-        SignalSpec("top1_score", "rank-1 retrieval score", "score", _BOTH, "down", min_std=0.005, min_std_rel=0.0),
         SignalSpec(
-            "similarity_gap", "rank-1 minus rank-2 score", "score", _BOTH, "down", min_std=0.002, min_std_rel=0.0
+            name="relevance",
+            description="judged relevance (sampling-weighted)",
+            unit="score",
+            read=JudgedMean("relevance"),
+            bad_direction="down",
+            trace_level=True,
+            min_std=0.02,
+            min_std_rel=0.0,
         ),
-        SignalSpec("norm_deviation", "|embedding norm - 1|", "ratio", _BOTH, "up", min_std=0.01, min_std_rel=0.0),
         SignalSpec(
-            "sla_share",
-            "share of requests within the latency SLA",
-            "ratio",
-            _SERIES,
-            "down",
-            True,
-            0.05,
-            0.0,
+            name="top1_score",
+            description="rank-1 retrieval score",
+            unit="score",
+            read=SpanMean("top1_score"),
+            bad_direction="down",
+            min_std=0.005,
+            min_std_rel=0.0,
+        ),
+        SignalSpec(
+            name="similarity_gap",
+            description="rank-1 minus rank-2 score",
+            unit="score",
+            read=SpanMean("similarity_gap"),
+            bad_direction="down",
+            min_std=0.002,
+            min_std_rel=0.0,
+        ),
+        SignalSpec(
+            name="norm_deviation",
+            description="|embedding norm - 1|",
+            unit="ratio",
+            read=SpanMean("norm_deviation"),
+            bad_direction="up",
+            min_std=0.01,
+            min_std_rel=0.0,
+        ),
+        SignalSpec(
+            name="sla_share",
+            description="share of requests within the latency SLA",
+            unit="ratio",
+            read=ShareWithinSla(),
+            bad_direction="down",
+            trace_level=True,
+            min_std=0.05,
+            min_std_rel=0.0,
             transform="asin_sqrt",
         ),
     )
@@ -152,7 +190,7 @@ class SeriesQuery:
     start_s: float  # inclusive, aligned to step_s
     end_s: float  # exclusive
     step_s: float
-    sla_ms: float | None = None  # sla_share only
+    sla_ms: float | None = None  # the SLA share only (`SignalSpec.needs_sla_ms`)
     # Example trace ids wanted? The evaluator's baseline reads say no: a source over a store would otherwise scan a
     # day of raw spans every hour for ids nobody shows.
     examples: bool = True

@@ -1,19 +1,21 @@
-"""`StoreSignalSource`: the `SignalSource` over the store, computing what `InMemorySignalSource` computes (the table
-in `signals.py`) from the tables the agent fills.
+"""`StoreSignalSource`: the `SignalSource` over the store — the one place signals are computed, each from the kind
+of read its `signals.SIGNALS` entry names (`reads.py` says what each kind computes), on the tables the agent fills.
 
-Where each signal comes from:
-- latency p95, error rate, cost and tokens per request: the per-minute rollup `spans_1m` (every span, merged
-  DDSketch states for the p95: within 0.5% of an order statistic next to the exact one, see `ragmon.sinks.schema`).
-  Windows are whole minutes, so a series query must be minute-aligned (the evaluator's always are).
-- rank-1 score, similarity gap, norm deviation, the SLA share, every per-request sample and the example trace
-  ids: raw `spans` (one scope is one range of its sort key, tenant-feature-stage-time), duplicates collapsed with
-  `LIMIT 1 BY` as the sampler does.
-- faithfulness, relevance: online judge scores (`scores`, run_name '') weighted by 1 / the trace's inclusion
-  probability, which the sampler recorded on the kept trace's payload (`payloads.inclusion_probability`). A score
-  whose payload has expired (payloads live 14 days, scores 180) counts with probability 1. A trace judged more
-  than once (a new judge version) counts once, with its latest verdict. Scores are windowed by `scored_at`, when
-  the verdict became known, not by the trace's start: the evaluator judges each window once, a couple of minutes
-  after it closes, so windowing by trace time would silently drop every verdict the judge worker delivered later.
+Where each kind comes from:
+- `RollupQuantile`, `RollupRatio` (latency p95, error rate, cost and tokens per request): the per-minute rollup
+  `spans_1m` (every span, merged DDSketch states for a quantile: within 0.5% of an order statistic next to the
+  exact one, see `ragmon.sinks.schema`). Windows are whole minutes, so a series query must be minute-aligned (the
+  evaluator's always are).
+- `SpanMean`, `ShareWithinSla` (rank-1 score, similarity gap, norm deviation, the SLA share), every per-request
+  sample and the example trace ids: raw `spans` (one scope is one range of its sort key, tenant-feature-stage-time),
+  duplicates collapsed with `LIMIT 1 BY` as the sampler does.
+- `JudgedMean` (faithfulness, relevance): online judge scores (`scores`, run_name '') weighted by 1 / the trace's
+  inclusion probability, which the sampler recorded on the kept trace's payload (`payloads.inclusion_probability`).
+  A score whose payload has expired (payloads live 14 days, scores 180) counts with probability 1. A trace judged
+  more than once (a new judge version) counts once, with its latest verdict. Scores are windowed by `scored_at`,
+  when the verdict became known, not by the trace's start: the evaluator judges each window once, a couple of
+  minutes after it closes, so windowing by trace time would silently drop every verdict the judge worker delivered
+  later.
 
 Production traffic only, unless built with another `ragmon.sinks.traffic.Traffic`: an eval run's spans, minutes and
 scores (by the score's own eval run, schema v9) are neither a baseline nor an alert — a dataset replayed against the
@@ -22,27 +24,36 @@ app, or a candidate model tried on it, must not fire a drift alert, nor move the
 Stage "" (the request as a whole) is the root span, stored with stage 'request'. Float32 columns (scores, gaps,
 norms) come back as the float32 values stored.
 
-The SQL is `ragmon.sinks.drift_sql`'s (every value a bound parameter); this module picks the query for a signal,
-turns the drift types into its values and its rows into `WindowPoint`s and `Sample`s.
+The SQL is `ragmon.sinks.drift_sql`'s (every value a bound parameter, every column checked against the schema);
+this module picks the query for a signal's read, turns the drift types into its values and its rows into
+`WindowPoint`s and `Sample`s.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
+from ragmon.drift.reads import JudgedMean, RollupQuantile, RollupRatio, ShareWithinSla, SignalRead, SpanMean
 from ragmon.drift.signals import SIGNALS, Sample, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
-from ragmon.sinks.drift_sql import SAMPLE_COLUMNS, DriftSql, Query, Scope
+from ragmon.sinks.drift_sql import DriftSql, Query, Scope
 from ragmon.sinks.schema import Topology
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
-_EXAMPLES = 3  # example trace ids per window / sample, as InMemorySignalSource
-_JUDGED = ("faithfulness", "relevance")
-_ROLLUP_SIGNALS = ("latency_p95_ms", "error_rate", "cost_per_request_usd", "tokens_per_request")
+_EXAMPLES = 3  # example trace ids per window / sample
 _ROOT_STAGE = "request"
+_SLOWEST: tuple[str, ...] = ("duration_ms",)  # how the reads over durations rank their examples
+
+
+class _SpanWindow(TypedDict):
+    """A series' range and step over raw spans, in nanoseconds: the keyword arguments of those reads."""
+
+    start_ns: int
+    end_ns: int
+    step_ns: int
 
 
 class StoreReader(Protocol):
@@ -71,6 +82,14 @@ def _whole_minutes(seconds: float, what: str) -> int:
     return int(seconds)
 
 
+def _point(row: Mapping[str, Any], query: SeriesQuery) -> WindowPoint:
+    """A series row as its point: the figures besides window, value and count are its extras."""
+    extra = {name: float(figure) for name, figure in row.items() if name not in ("window", "value", "count")}
+    return WindowPoint(
+        query.start_s + int(row["window"]) * query.step_s, float(row["value"]), float(row["count"]), extra
+    )
+
+
 def _ns(seconds: float) -> int:
     # Round to the microsecond first: a float second count like 1767571260.0000002 is a float artefact, not a time.
     return round(seconds * 1e6) * 1000
@@ -87,12 +106,13 @@ class StoreSignalSource:
     # -- SignalSource --------------------------------------------------------------------------------------------
     def scopes(self, signal: str, start_s: float, end_s: float) -> Sequence[ScopeKey]:
         spec = SIGNALS[signal]  # KeyError for an unknown signal: a programming error
-        if signal in _JUDGED:
-            query = self._sql.judged_scopes(signal, start_ns=_ns(start_s), end_ns=_ns(end_s))
-        elif signal in _ROLLUP_SIGNALS or signal == "sla_share":
+        read = spec.read
+        if isinstance(read, JudgedMean):
+            query = self._sql.judged_scopes(read.metric, start_ns=_ns(start_s), end_ns=_ns(end_s))
+        elif isinstance(read, SpanMean):
+            query = self._sql.span_scopes(read.column, start_ns=_ns(start_s), end_ns=_ns(end_s))
+        else:  # every span counts: the rollup's scopes
             query = self._sql.rollup_scopes(start_s=math.floor(start_s / 60) * 60, end_s=math.ceil(end_s / 60) * 60)
-        else:
-            query = self._sql.span_scopes(signal, start_ns=_ns(start_s), end_ns=_ns(end_s))
         keys = {
             ScopeKey(str(r["tenant"]), str(r["feature"]), _signal_stage(str(r["stage"]))) for r in self._read(query)
         }
@@ -101,28 +121,25 @@ class StoreSignalSource:
         return sorted(keys)
 
     def series(self, query: SeriesQuery) -> Sequence[WindowPoint]:
-        if query.signal in _JUDGED:
-            return self._judged_series(query)
-        if query.signal in _ROLLUP_SIGNALS:
-            points = self._rollup_series(query)
-        elif query.signal == "sla_share":
-            points = self._sla_series(query)
-        else:
-            points = self._span_mean_series(query)
+        read = SIGNALS[query.signal].read
+        if isinstance(read, JudgedMean):
+            return self._judged_series(read, query)
+        points = [_point(row, query) for row in self._read(self._series_sql(read, query))]
         if not query.examples or not points:
             return points
-        examples = self._window_examples(query)
+        examples = self._window_examples(read, query)
         return [
             WindowPoint(p.start_s, p.value, p.count, p.extra, examples.get(p.start_s, ())) if examples else p
             for p in points
         ]
 
     def sample(self, query: SampleQuery) -> Sample:
-        if query.signal not in SAMPLE_COLUMNS:
+        column = SIGNALS[query.signal].read.sample_column
+        if column is None:
             return Sample.empty()
         rows = self._read(
             self._sql.sample(
-                query.signal,
+                column,
                 _stored_scope(query.scope),
                 start_ns=_ns(query.start_s),
                 end_ns=_ns(query.end_s),
@@ -136,74 +153,51 @@ class StoreSignalSource:
         worst_first = np.argsort(-values if _higher_is_worse(query.signal) else values, kind="stable")
         return Sample(values, tuple(traces[i] for i in worst_first[:_EXAMPLES]))
 
-    # -- series from the rollup ----------------------------------------------------------------------------------
-    def _rollup_series(self, query: SeriesQuery) -> list[WindowPoint]:
-        rows = self._read(
-            self._sql.rollup_series(
-                _stored_scope(query.scope),
-                start_s=_whole_minutes(query.start_s, "a series start"),
-                end_s=_whole_minutes(query.end_s, "a series end"),
-                step_s=_whole_minutes(query.step_s, "a series step"),
+    # -- series of the rollup and of raw spans -------------------------------------------------------------------
+    def _series_sql(self, read: SignalRead, query: SeriesQuery) -> Query:
+        """The query whose rows are a series' points: window, value, count and any further figures."""
+        scope = _stored_scope(query.scope)
+        if isinstance(read, RollupQuantile | RollupRatio):
+            minutes = {
+                "start_s": _whole_minutes(query.start_s, "a series start"),
+                "end_s": _whole_minutes(query.end_s, "a series end"),
+                "step_s": _whole_minutes(query.step_s, "a series step"),
+            }
+            if isinstance(read, RollupQuantile):
+                return self._sql.rollup_quantile_series(read.level, scope, **minutes)
+            return self._sql.rollup_ratio_series(read.numerator, read.per, scope, **minutes)
+        if isinstance(read, SpanMean):
+            return self._sql.span_mean_series(read.column, scope, **self._span_window(query))
+        if isinstance(read, ShareWithinSla):
+            if query.sla_ms is None:
+                raise ValueError(f"{query.signal} needs sla_ms")
+            return self._sql.sla_series(
+                scope, **self._span_window(query), step_s=float(query.step_s), sla_ms=float(query.sla_ms)
             )
-        )
-        points = []
-        for row in rows:
-            start_s = query.start_s + int(row["window"]) * query.step_s
-            spans = float(row["spans"])
-            if query.signal == "latency_p95_ms":
-                value, count = float(row["p95_ms"]), spans
-            elif query.signal == "error_rate":
-                value, count = float(row["errors"]) / spans, spans
-            elif query.signal == "cost_per_request_usd":
-                count = float(row["cost_known"])
-                value = float(row["cost_usd"]) / count if count else math.nan  # no known cost is unknown, not 0
-            else:
-                value, count = float(row["tokens"]) / spans, spans
-            points.append(WindowPoint(start_s, value, count))
-        return points
+        raise TypeError(f"no series SQL for {read!r}")
 
-    # -- series from raw spans -----------------------------------------------------------------------------------
-    def _sla_series(self, query: SeriesQuery) -> list[WindowPoint]:
-        if query.sla_ms is None:
-            raise ValueError("sla_share needs sla_ms")
-        step_s, sla_ms = query.step_s, float(query.sla_ms)
-        rows = self._read(self._sql.sla_series(_stored_scope(query.scope), **self._span_window(query), sla_ms=sla_ms))
-        return [
-            WindowPoint(
-                query.start_s + int(r["window"]) * step_s,
-                float(r["within"]) / float(r["n"]),
-                float(r["n"]),
-                {"input_qps": float(r["n"]) / step_s, "effective_qps": float(r["within"]) / step_s, "sla_ms": sla_ms},
-            )
-            for r in rows
-        ]
-
-    def _span_mean_series(self, query: SeriesQuery) -> list[WindowPoint]:
-        rows = self._read(
-            self._sql.span_mean_series(query.signal, _stored_scope(query.scope), **self._span_window(query))
-        )
-        return [
-            WindowPoint(query.start_s + int(r["window"]) * query.step_s, float(r["value"]), float(r["n"])) for r in rows
-        ]
-
-    def _window_examples(self, query: SeriesQuery) -> dict[float, tuple[str, ...]]:
+    def _window_examples(self, read: SignalRead, query: SeriesQuery) -> dict[float, tuple[str, ...]]:
         """The worst few traces per window (slowest, failed, most expensive, lowest-scoring), from raw spans."""
-        rows = self._read(
-            self._sql.window_examples(
-                query.signal,
-                _stored_scope(query.scope),
-                **self._span_window(query),
-                examples=_EXAMPLES,
-                higher_is_worse=_higher_is_worse(query.signal),
+        scope, window, n = _stored_scope(query.scope), self._span_window(query), _EXAMPLES
+        if isinstance(read, RollupRatio) and read.examples == "failed":
+            sql = self._sql.failed_examples(scope, **window, examples=n)
+        elif isinstance(read, RollupRatio):
+            sql = self._sql.worst_examples(read.examples, scope, **window, examples=n)
+        elif isinstance(read, SpanMean):
+            lowest = not _higher_is_worse(query.signal)
+            sql = self._sql.worst_examples(
+                (read.column,), scope, **window, examples=n, lowest=lowest, finite=read.column
             )
-        )
+        else:  # the reads over durations: the slowest
+            sql = self._sql.worst_examples(_SLOWEST, scope, **window, examples=n)
+        rows = self._read(sql)
         return {query.start_s + int(r["window"]) * query.step_s: tuple(str(t) for t in r["trace_ids"]) for r in rows}
 
     # -- judged quality --------------------------------------------------------------------------------------------
-    def _judged_series(self, query: SeriesQuery) -> list[WindowPoint]:
+    def _judged_series(self, read: JudgedMean, query: SeriesQuery) -> list[WindowPoint]:
         rows = self._read(
             self._sql.judged_scores(
-                query.signal,
+                read.metric,
                 tenant=query.scope.tenant,
                 feature=query.scope.feature,
                 start_ns=_ns(query.start_s),
@@ -230,7 +224,7 @@ class StoreSignalSource:
                 WindowPoint(
                     query.start_s + float(w) * query.step_s,
                     float(np.sum(v * wt) / np.sum(wt)),
-                    float(np.sum(wt) ** 2 / np.sum(wt * wt)),  # Kish's effective n, as InMemorySignalSource
+                    float(np.sum(wt) ** 2 / np.sum(wt * wt)),  # Kish's effective n
                     {"judged_traces": float(sel.sum()), "weight_sum": float(np.sum(wt))},
                     tuple(str(t) for t in traces[sel][worst]) if query.examples else (),
                 )
@@ -243,6 +237,6 @@ class StoreSignalSource:
         return self.store.read(sql, params)
 
     @staticmethod
-    def _span_window(query: SeriesQuery) -> dict[str, int]:
+    def _span_window(query: SeriesQuery) -> _SpanWindow:
         """A series' range and step over raw spans, in nanoseconds."""
-        return {"start_ns": _ns(query.start_s), "end_ns": _ns(query.end_s), "step_ns": _ns(query.step_s)}
+        return _SpanWindow(start_ns=_ns(query.start_s), end_ns=_ns(query.end_s), step_ns=_ns(query.step_s))

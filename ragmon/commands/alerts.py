@@ -70,7 +70,8 @@ def alerts(args: argparse.Namespace) -> int:
 
 
 # The default rules' baselines: 60 one-minute windows of history for most signals, 24 fifteen-minute windows for
-# judged quality (`default_rules.py`, `rules.py`). Before that, a rule cannot fire, whatever happens.
+# judged quality (each signal's default rule, `ragmon.drift.signals`). Before that, a rule cannot fire, whatever
+# happens.
 _HISTORY_NEEDED = "the default rules need about an hour of traffic before they can fire (judged quality: six hours)"
 
 

@@ -1,7 +1,7 @@
 """Alert rules in the config file: which signal, which detector with which parameters, which scope, severity, channels.
 
     [agent.alerts]
-    default_rules = true          # the rule set in `default_rules.py`; a rule of yours with the same name replaces one
+    default_rules = true          # each signal's rule in `signals.SIGNALS`; a rule of yours with its name replaces it
 
     [[agent.alerts.rules]]
     name = "checkout_latency"
@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ragmon.drift.default_rules import DEFAULT_RULES
 from ragmon.drift.detectors import (
     DETECTOR_SETTINGS,
     DETECTORS,
@@ -216,5 +215,5 @@ class AlertsConfig(Strict):
 
 
 def default_rules() -> list[RuleConfig]:
-    """The rules that are on unless `default_rules = false` (`default_rules.DEFAULT_RULES`), validated."""
-    return [RuleConfig.model_validate(entry) for entry in DEFAULT_RULES]
+    """The rules that are on unless `default_rules = false`: each signal's `default_rule`, validated."""
+    return [RuleConfig.model_validate({**spec.default_rule, "signal": name}) for name, spec in SIGNALS.items()]

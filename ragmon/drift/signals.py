@@ -1,8 +1,10 @@
 """The signals drift rules watch, each defined once in `SIGNALS`, and the `SignalSource` protocol that serves them.
 
-A signal's entry says what it means and in which unit, how it is read from the store (a kind of read from
-`reads.py` with the columns it reads: `StoreSignalSource` builds its SQL from that), which way is trouble and how
-standardising detectors should scale it; `rules.py`, the evaluator and the source read everything from it.
+A signal's entry says everything about it: what it means and in which unit, how it is read from the store (a kind
+of read from `reads.py` with the columns it reads: `StoreSignalSource` builds its SQL from that), which way is
+trouble and how standardising detectors should scale it, and the rule that watches it unless `default_rules =
+false`. Adding a signal over the store's existing tables is one entry here (plus its tests); `rules.py`, the
+evaluator and the source read everything from it.
 
 A signal is read per scope — (tenant, feature, stage) — either as a *series* (one aggregate per window, for the mean
 detectors) or as a *sample* (the per-request values in a time range, for the distribution detectors); a signal has
@@ -10,13 +12,28 @@ a sample when its kind of read has one. Trace-level signals (judged quality, the
 (the request as a whole, its root span). Windows are `[start_s, start_s + step_s)`, aligned to multiples of step_s;
 a window without data is simply absent (no data is not a zero). Example trace ids are the worst few in the window
 (slowest, failed, lowest-scoring).
+
+Why the default rules are what they are:
+- Means (latency, errors, cost, tokens, judged quality, SLA share) use CUSUM against the last day (ending an hour
+  ago): it accumulates small persistent shifts that a fixed threshold misses; its defaults are documented at
+  1 false alarm per 5,000 windows per scope on independent noise (measured 6 in 100,000). Skewed signals are judged
+  on a log (latency, cost, tokens) or arcsine (error rate, SLA share) scale — see `SignalSpec.transform`.
+- `min_count` keeps thin windows out: a p95 or an error rate from a handful of requests is noise.
+- Judged scores are sparse (only kept traces are judged), so they are read in 15-minute windows and need an effective
+  sample size of 5 per window.
+- Retrieval scores are compared as distributions (PSI on the rank-1 score, KS on the similarity gap): a slow slide
+  or a changed shape shows up there before the mean moves much.
+- Embedding norms: a jump away from the baseline (normally |‖v‖ - 1| ≈ 0) after an embedding-library upgrade is
+  critical — every similarity score is off from then on. CUSUM with a 0.01 std floor fires on the third window.
+- Saturation: the share of requests within a 2-second SLA for whole requests; evidence carries input vs effective
+  QPS. Set `sla_ms` to your SLA by redefining the rule `saturation_sla_share`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -28,13 +45,16 @@ SignalKind = Literal["series", "sample"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalSpec:
-    """One signal: what it is, how it is read, and how detectors should treat it by default."""
+    """One signal: what it is, how it is read, how detectors should treat it by default, and its default rule."""
 
     name: str
     description: str
     unit: str
     read: SignalRead
     bad_direction: Direction  # which way is trouble: the default direction of its detectors
+    # The rule that watches it unless `default_rules = false`: a `rules.RuleConfig` without its signal, as plain
+    # data (validated by `rules.default_rules`, so this module imports nothing of the rules).
+    default_rule: Mapping[str, Any] = field(compare=False)
     trace_level: bool = False  # only the stage "" scope (whole requests)
     min_std: float = 0.0  # floor for the baseline std when standardising (in the units detectors see)
     min_std_rel: float = 0.05  # floor as a share of |baseline mean|
@@ -76,6 +96,7 @@ SIGNALS: Mapping[str, SignalSpec] = {
             min_std_rel=0.0,
             transform="log",
             log_offset=25.0,
+            default_rule={"name": "latency_p95_up", "detector": {"type": "cusum", "min_count": 20}},
         ),
         SignalSpec(
             name="error_rate",
@@ -86,6 +107,11 @@ SIGNALS: Mapping[str, SignalSpec] = {
             min_std=0.05,
             min_std_rel=0.0,
             transform="asin_sqrt",
+            default_rule={
+                "name": "error_rate_up",
+                "severity": "critical",
+                "detector": {"type": "cusum", "min_count": 20},
+            },
         ),
         SignalSpec(
             name="cost_per_request_usd",
@@ -98,6 +124,7 @@ SIGNALS: Mapping[str, SignalSpec] = {
             min_std_rel=0.0,
             transform="log",
             log_offset=1e-6,
+            default_rule={"name": "cost_per_request_up", "detector": {"type": "cusum", "min_count": 10}},
         ),
         SignalSpec(
             name="tokens_per_request",
@@ -110,6 +137,11 @@ SIGNALS: Mapping[str, SignalSpec] = {
             min_std=0.01,
             min_std_rel=0.0,
             transform="log",
+            default_rule={
+                "name": "tokens_per_request_shift",
+                "severity": "info",
+                "detector": {"type": "cusum", "min_count": 10},
+            },
         ),
         SignalSpec(
             name="faithfulness",
@@ -120,6 +152,12 @@ SIGNALS: Mapping[str, SignalSpec] = {
             trace_level=True,
             min_std=0.02,
             min_std_rel=0.0,
+            default_rule={
+                "name": "faithfulness_down",
+                "window_minutes": 15,
+                "warmup_windows": 8,
+                "detector": {"type": "cusum", "min_count": 5, "min_baseline_windows": 24},
+            },
         ),
         SignalSpec(
             name="relevance",
@@ -130,6 +168,12 @@ SIGNALS: Mapping[str, SignalSpec] = {
             trace_level=True,
             min_std=0.02,
             min_std_rel=0.0,
+            default_rule={
+                "name": "relevance_down",
+                "window_minutes": 15,
+                "warmup_windows": 8,
+                "detector": {"type": "cusum", "min_count": 5, "min_baseline_windows": 24},
+            },
         ),
         SignalSpec(
             name="top1_score",
@@ -139,6 +183,7 @@ SIGNALS: Mapping[str, SignalSpec] = {
             bad_direction="down",
             min_std=0.005,
             min_std_rel=0.0,
+            default_rule={"name": "top1_score_shift", "detector": {"type": "psi"}},
         ),
         SignalSpec(
             name="similarity_gap",
@@ -148,6 +193,7 @@ SIGNALS: Mapping[str, SignalSpec] = {
             bad_direction="down",
             min_std=0.002,
             min_std_rel=0.0,
+            default_rule={"name": "similarity_gap_shift", "severity": "info", "detector": {"type": "ks"}},
         ),
         SignalSpec(
             name="norm_deviation",
@@ -157,6 +203,11 @@ SIGNALS: Mapping[str, SignalSpec] = {
             bad_direction="up",
             min_std=0.01,
             min_std_rel=0.0,
+            default_rule={
+                "name": "embedding_norm_jump",
+                "severity": "critical",
+                "detector": {"type": "cusum", "min_baseline_windows": 10},
+            },
         ),
         SignalSpec(
             name="sla_share",
@@ -168,6 +219,12 @@ SIGNALS: Mapping[str, SignalSpec] = {
             min_std=0.05,
             min_std_rel=0.0,
             transform="asin_sqrt",
+            default_rule={
+                "name": "saturation_sla_share",
+                "sla_ms": 2000.0,
+                "scope": {"stages": [""]},
+                "detector": {"type": "cusum", "min_count": 20},
+            },
         ),
     )
 }

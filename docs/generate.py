@@ -1,12 +1,14 @@
 """Write the reference pages that are generated from the code, so they cannot drift from it.
 
-    python docs/generate.py           # rewrite docs/tables.md and docs/settings.md
+    python docs/generate.py           # rewrite docs/tables.md, docs/settings.md and docs/signals.md
     python docs/generate.py --check   # exit 1, naming the page, when a committed page is not what this writes
 
 - docs/tables.md: the tables and columns `ragmon query` reads, from the schema source (`ragmon.sinks.schema_doc`,
   the same text `ragmon schema` prints);
 - docs/settings.md: every setting, its variable, type, bounds and default, from the settings tree
-  (`ragmon.settings_doc` over `ragmon.settings`).
+  (`ragmon.settings_doc` over `ragmon.settings`);
+- docs/signals.md: every drift signal, how it is read, the detectors it feeds and its default rule, from
+  `ragmon.drift.signals.SIGNALS` (`ragmon.drift.signals_doc`).
 
 tests/test_docs.py fails when a committed page differs. Needs the agent extras (`pip install -e '.[agent]'`).
 """
@@ -38,10 +40,15 @@ def pages() -> dict[Path, str]:
     """Each generated page's path and the text it should hold."""
     from ragmon.sinks.schema_doc import render_markdown as tables_markdown
 
+    from ragmon.drift.signals_doc import render_markdown as signals_markdown
     from ragmon.settings_doc import render_markdown as settings_markdown
 
     tables = TABLES_INTRO + "<!-- schema:start -->\n" + tables_markdown() + "<!-- schema:end -->\n"
-    return {DOCS / "tables.md": tables, DOCS / "settings.md": settings_markdown()}
+    return {
+        DOCS / "tables.md": tables,
+        DOCS / "settings.md": settings_markdown(),
+        DOCS / "signals.md": signals_markdown(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,9 +27,10 @@ def _generator() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("name", ["tables.md", "settings.md"])
+@pytest.mark.parametrize("name", ["tables.md", "settings.md", "signals.md"])
 def test_generated_pages_are_what_the_code_generates(name: str) -> None:
-    """After a change to the schema's column lists or the settings tree, regenerate: `python docs/generate.py`."""
+    """After a change to the schema's column lists, the settings tree or the drift signals, regenerate:
+    `python docs/generate.py`."""
     expected = {path.name: text for path, text in _generator().pages().items()}
     committed = (REPO / "docs" / name).read_text(encoding="utf-8")
     assert committed == expected[name], f"docs/{name} is stale: run `python docs/generate.py`"

@@ -34,6 +34,9 @@ class RollupQuantile:
     def sample_column(self) -> str | None:
         return _DURATION
 
+    def describe(self) -> str:
+        return f"the {self.level:g} quantile of span `duration_ms` per window, from the per-minute rollup (every span)"
+
 
 @dataclass(frozen=True, slots=True)
 class RollupRatio:
@@ -50,6 +53,12 @@ class RollupRatio:
     def sample_column(self) -> str | None:
         return None
 
+    def describe(self) -> str:
+        numerator = " + ".join(f"`{name}`" for name in self.numerator)
+        if len(self.numerator) > 1:
+            numerator = f"({numerator})"
+        return f"Σ {numerator} / Σ `{self.per}` per window, from the per-minute rollup (every span)"
+
 
 @dataclass(frozen=True, slots=True)
 class SpanMean:
@@ -63,6 +72,9 @@ class SpanMean:
     def sample_column(self) -> str | None:
         return self.column
 
+    def describe(self) -> str:
+        return f"the mean of `spans.{self.column}` per window, over the spans that carry it"
+
 
 @dataclass(frozen=True, slots=True)
 class ShareWithinSla:
@@ -74,6 +86,9 @@ class ShareWithinSla:
     @property
     def sample_column(self) -> str | None:
         return None
+
+    def describe(self) -> str:
+        return "the share of spans with `duration_ms` ≤ the rule's `sla_ms` per window, with input and effective QPS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +104,12 @@ class JudgedMean:
     @property
     def sample_column(self) -> str | None:
         return None
+
+    def describe(self) -> str:
+        return (
+            f"online `{self.metric}` scores weighted by 1 / inclusion probability per window of `scored_at`"
+            " (count: Kish's effective n)"
+        )
 
 
 SignalRead = RollupQuantile | RollupRatio | SpanMean | ShareWithinSla | JudgedMean

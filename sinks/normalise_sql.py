@@ -21,7 +21,8 @@ docs/results.md; `benchmarks/collectors_decode.py` shows what each view now cost
 
 0. per resource (before the spans are joined: referring to the resource after the span ARRAY JOIN would copy
    it, with all its spans, into every span row): service, resource feature, the kept resource attributes.
-1. ARRAY JOIN scope_spans → spans; drop invalid spans (the rules of `ragmon.collectors.validate`, which counts them);
+1. ARRAY JOIN scope_spans → spans; drop invalid spans (`ragmon.span_rules`, rendered by `ragmon.sinks.validity_sql`;
+   the receiver counts the same ones);
    ``a``: the span's attributes as a Map key → text (`ragmon.sinks.sql_values.value_text`), plus the first
    ``exception`` event's attributes and the kept resource attributes under reserved key prefixes;
    ``key_class``: one class per entry of ``a`` (`ragmon.sinks.dialects_sql.key_class`: consumed by a dialect,
@@ -72,9 +73,11 @@ from ragmon.sinks.backend import quote_string as quote
 from ragmon.sinks.pricing_sql import cost_expression, price_rates
 from ragmon.sinks.redaction import DEFAULT as DEFAULT_REDACTION
 from ragmon.sinks.redaction import Redaction
-from ragmon.sinks.sql_values import UINT32_MAX, all_of, raw, scalar_text, text, truncated, value_text
+from ragmon.sinks.sql_values import UINT32_MAX, raw, scalar_text, text, truncated, value_text
+from ragmon.sinks.validity_sql import valid_span
 
 from ragmon import attributes as A
+from ragmon import span_rules
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 from ragmon.pricing import PriceTable, default_price_table
 
@@ -110,13 +113,10 @@ def _exception(key: str) -> str:
     return f"a['{_EXCEPTION_PREFIX}{key}']"
 
 
-# The start times a span may have (`ragmon.collectors.validate` holds the rule and counts what it rejects; the parts
-# may not import each other, so the bounds are written twice and tests/collectors/test_validity_rules.py checks the
-# two agree): before 2000-01-01 a clock was never set (and the spans TTL drops the row on arrival); from 2100 on
-# the TTL's `toDateTime(start_time) + retention` nears its 32-bit wrap (2106: the row expires on arrival), and
-# from 2**63 ns `toInt64` wraps to 1677/1969.
-MIN_START_TIME_NS: Final = 946_684_800 * 1_000_000_000  # 2000-01-01T00:00:00Z
-MAX_START_TIME_NS: Final = 4_102_444_800 * 1_000_000_000  # 2100-01-01T00:00:00Z, exclusive
+# The store's start-time bounds, still named where tests/collectors/test_validity_rules.py reads them; they are the
+# rule table's (`ragmon.span_rules`), rendered into the WHERE below.
+MIN_START_TIME_NS: Final = span_rules.MIN_START_TIME_NS
+MAX_START_TIME_NS: Final = span_rules.MAX_START_TIME_NS
 
 _DOCS_TYPE: Final = "Tuple(Array(String), Array(Nullable(Float64)))"
 # Span-row columns every layer hands on unchanged.
@@ -148,19 +148,7 @@ def _select(columns: list[str] | tuple[str, ...], source: str, tail: str = "") -
 
 def _span_rows(source_table: str) -> str:
     """Layers 0 and 1: one row per valid span with its attribute maps (see the module docstring)."""
-    zero_trace = "unhex('00000000000000000000000000000000')"
     zero_span = "unhex('0000000000000000')"
-    valid = (
-        "length(sp.trace_id) = 16",
-        f"sp.trace_id != {zero_trace}",
-        "length(sp.span_id) = 8",
-        f"sp.span_id != {zero_span}",
-        "length(sp.parent_span_id) IN (0, 8)",
-        # a start the store's clocks hold (0, "missing", is below the bound too)
-        f"sp.start_time_unix_nano >= {MIN_START_TIME_NS}",
-        f"sp.start_time_unix_nano < {MAX_START_TIME_NS}",
-        "sp.end_time_unix_nano >= sp.start_time_unix_nano",
-    )
     resource_string = "arrayFirst(kv -> kv.key = {key}, rs.resource.attributes).value.string_value"
     kept = ", ".join(map(quote, _RESOURCE_KEPT))
     resources = _select(
@@ -209,8 +197,8 @@ def _span_rows(source_table: str) -> str:
         ],
         resources,
         "\nARRAY JOIN scope_spans AS ss\nARRAY JOIN ss.spans AS sp\n"
-        # invalid spans: the same rules ragmon.collectors.validate counts them by (partial_success)
-        f"WHERE {all_of(*valid)}",
+        # invalid spans: the rules ragmon.collectors.validate counts them by (partial_success), from one table
+        f"WHERE {valid_span('sp')}",
     )
 
 

@@ -1,8 +1,10 @@
 """Tail sampling: which traces keep their text (question, passages, answer) and go to the judges.
 
-Every span's numbers are stored regardless; the sampler only decides about content. One policy per module behind
-the `Policy` interface; `Decision` is explicit about the awkward states; each kept trace records the policies that
-fired and its inclusion probability, so judged quality can be weighted back to all traffic.
+Every span's numbers are stored regardless; the sampler only decides about content. One policy per module, each
+one class holding its settings and its rule, stated once over a `TraceView` (view.py) so that a trace decided alone
+and a batch of traces decided as arrays run the same definition; `Decision` is explicit about the awkward states;
+each kept trace records the policies that fired and its inclusion probability, so judged quality can be weighted
+back to all traffic.
 """
 
 from ragmon.sampling.config import SamplerConfig, build_policies

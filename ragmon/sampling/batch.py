@@ -1,11 +1,11 @@
-"""The sampler's columnar path: one stored batch's trace fragments as arrays, and every policy over them at once.
+"""The sampler's columnar path: one stored batch's trace fragments as arrays, and rows of it as a `TraceView`.
 
 Most traces arrive whole in one stored batch, root included. Such a trace needs no per-trace Python object while it
 waits out its grace period: it stays a row of its batch's `FragmentColumns`, and when the grace has passed the
-composite policy is evaluated over all waiting rows of the batch with numpy (`decide_rows`). A trace that does not fit
-that pattern (no root yet, already pending, already decided, or a later fragment arrives while it waits) becomes a
-`TraceFragment` / `TraceSummary` and takes the per-trace path, with the same rules. The two paths give the same
-decisions, reasons, probabilities and policy counts (tests/agent/test_sampler_batch.py drives both with one stream).
+composite policy is evaluated over all waiting rows of the batch at once (`CompositePolicy.decide_rows` over
+`BatchRows`): each policy's one rule (`Rule.fires`) runs on numpy arrays. A trace that does not fit that pattern (no
+root yet, already pending, already decided, or a later fragment arrives while it waits) becomes a `TraceFragment` /
+`TraceSummary` and takes the per-trace path, where the same rules run on one trace's floats.
 
 Per trace this costs a fraction of the per-trace path's CPU (`python benchmarks/sampler.py`; docs/results.md); the
 sampling thread had been a large share of the agent's CPU under `benchmarks/ingest.py`.
@@ -14,36 +14,20 @@ sampling thread had been a large share of the agent's CPU under `benchmarks/inge
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ragmon.sampling.composite import CompositePolicy, uniform
-from ragmon.sampling.decision import Decision
-from ragmon.sampling.policies.attribute_rule import AttributeRulePolicy
-from ragmon.sampling.policies.error import ErrorPolicy
-from ragmon.sampling.policies.probabilistic import ProbabilisticPolicy, keeps
-from ragmon.sampling.policies.retrieval_health import RetrievalHealthPolicy
-from ragmon.sampling.policies.slow import SlowPolicy
 from ragmon.sampling.trace import TraceFragment
+from ragmon.sampling.view import NOT_RANDOM, Fired, Floats, Ints, TextField, random_bits
 
-Floats = npt.NDArray[np.float64]
-Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.intp]
 P95Lookup = Callable[[str, str], "float | None"]
 
 _KEY_SEPARATOR = "\x1f"  # between tenant and feature in a joined key: a control character neither contains
-
-_BATCH_POLICIES = (ErrorPolicy, SlowPolicy, RetrievalHealthPolicy, AttributeRulePolicy, ProbabilisticPolicy)
-
-
-def supports(policy: CompositePolicy) -> bool:
-    """Whether every policy of the composite has a columnar form (custom policies take the per-trace path)."""
-    return all(type(p) in _BATCH_POLICIES for p, _ in (*policy.drop_rules, *policy.keep_policies))
 
 
 def _floats(column: pa.ChunkedArray | pa.Array) -> Floats:
@@ -160,166 +144,98 @@ def _stage_columns(column: pa.ChunkedArray, size: int) -> dict[str, Floats]:
     return out
 
 
-@dataclass(slots=True)
-class BatchOutcome:
-    """The composite's verdict on each of `rows`: `decision[i]`, `reasons[i]` and `probability[i]` belong to
-    `rows[i]`, as `CompositePolicy.decide` would give them."""
+class BatchRows:
+    """Rows `rows` of one stored batch as a `TraceView`: each field an array with one entry per row, in `rows`
+    order. `stage_p95` gives the recent p95 of a (feature, stage), `request_p95[i]` that of row `rows[i]`'s
+    feature's requests (NaN: unknown); None where no policy reads them."""
 
-    rows: Rows
-    decision: list[Decision]
-    reasons: list[tuple[str, ...]]
-    probability: list[float]
+    def __init__(
+        self,
+        columns: FragmentColumns,
+        rows: Rows,
+        stage_p95: P95Lookup | None = None,
+        request_p95: Floats | None = None,
+    ) -> None:
+        self.columns = columns
+        self.rows = rows
+        self.size = len(rows)
+        self._stage_p95 = stage_p95
+        self._request_p95 = request_p95
 
+    def trace_id(self, i: int) -> str:
+        return self.columns.trace_id[int(self.rows[i])]
 
-def decide_rows(
-    policy: CompositePolicy,
-    columns: FragmentColumns,
-    rows: Rows,
-    now_s: float,
-    p95_lookup: P95Lookup | None,
-    request_p95: Floats | None = None,
-) -> BatchOutcome:
-    """The composite policy (`CompositePolicy.decide`) over `rows` of `columns`, counting verdicts as it does.
-    `request_p95[i]`: the request p95 of row `rows[i]`'s feature (NaN: unknown; None: no policy reads it)."""
-    p95s = _P95s(p95_lookup, request_p95)
-    counts = policy.counts
-    n = len(rows)
-    undecided = np.ones(n, dtype=bool)
-    decision: list[Decision] = [Decision.SKIP] * n
-    reasons: list[tuple[str, ...]] = [()] * n
-    probability = [0.0] * n
-    for rule, keys in policy.drop_rules:  # in order; a dropped trace is not shown to later rules
-        fired = _fires(rule, columns, rows, p95s) & undecided
-        evaluated = int(undecided.sum())
-        dropped = int(fired.sum())
-        counts[keys[Decision.DROP]] += dropped
-        counts[keys[Decision.SKIP]] += evaluated - dropped
-        for i in np.flatnonzero(fired):
-            decision[i], reasons[i] = Decision.DROP, (rule.name,)
-        undecided &= ~fired
-    counts[("composite", "drop")] += n - int(undecided.sum())
-    fired_bits = np.zeros(n, dtype=np.int64)
-    evaluated = int(undecided.sum())
-    for bit, (keep_policy, keys) in enumerate(policy.keep_policies):
-        fired = _fires(keep_policy, columns, rows, p95s) & undecided
-        kept = int(fired.sum())
-        counts[keys[Decision.KEEP]] += kept
-        counts[keys[Decision.SKIP]] += evaluated - kept
-        fired_bits |= fired.astype(np.int64) << bit
-    by_bits = _reasons_by_bits(policy, fired_bits)
-    budget = policy.budget
-    kept_rows = 0
-    skipped = evaluated - int(np.count_nonzero(fired_bits))
-    for i in np.flatnonzero(fired_bits):  # row order: the budget spends in the order traces are decided
-        names, p = by_bits[int(fired_bits[i])]
-        if budget is not None:
-            size = int(columns.content_bytes[rows[i]])
-            if any(name in policy.exempt for name in names):
-                budget.try_spend(size, now_s, force=True)
-            else:
-                admission = budget.admission_probability(size, now_s)
-                if not (uniform(columns.trace_id[rows[i]]) < admission and budget.try_spend(size, now_s)):
-                    counts[("budget", "skip")] += 1
-                    skipped += 1
-                    reasons[i] = ("budget",)
-                    continue
-                p *= admission
-        decision[i], reasons[i], probability[i] = Decision.KEEP, names, p
-        kept_rows += 1
-    counts[("composite", "skip")] += skipped
-    counts[("composite", "keep")] += kept_rows
-    return BatchOutcome(rows, decision, reasons, probability)
+    @property
+    def bytes_held(self) -> Ints:
+        """The captured bytes each row's trace holds in the store."""
+        return self.columns.content_bytes[self.rows]
 
+    @property
+    def error_count(self) -> Ints:
+        return self.columns.error_count[self.rows]
 
-def _reasons_by_bits(
-    policy: CompositePolicy, fired_bits: npt.NDArray[np.int64]
-) -> dict[int, tuple[tuple[str, ...], float]]:
-    """(reasons, probability before the budget) of each combination of fired keep policies that occurs."""
-    out = {}
-    for bits in np.unique(fired_bits):
-        fired = [p for bit, (p, _) in enumerate(policy.keep_policies) if int(bits) >> bit & 1]
-        if fired:
-            probability = max(p.rate if isinstance(p, ProbabilisticPolicy) else 1.0 for p in fired)
-            out[int(bits)] = (tuple(p.name for p in fired), probability)
-    return out
+    @property
+    def root_duration_ms(self) -> Floats:
+        return self.columns.root_duration_ms[self.rows]
 
+    @property
+    def request_p95_ms(self) -> Floats:
+        return self._request_p95 if self._request_p95 is not None else np.full(self.size, math.nan)
 
-@dataclass(slots=True, frozen=True)
-class _P95s:
-    stage: P95Lookup | None
-    request: Floats | None
+    @property
+    def min_top1_score(self) -> Floats:
+        return self.columns.min_top1_score[self.rows]
 
+    @property
+    def min_similarity_gap(self) -> Floats:
+        return self.columns.min_similarity_gap[self.rows]
 
-def _fires(policy: object, columns: FragmentColumns, rows: Rows, p95s: _P95s) -> Mask:
-    """Whether `policy` keeps (or, for a drop rule, drops) each row: its per-trace `evaluate`, over arrays."""
-    if isinstance(policy, ErrorPolicy):
-        errors: Mask = columns.error_count[rows] != 0
-        return errors
-    if isinstance(policy, SlowPolicy):
-        return _slow(policy, columns, rows, p95s)
-    if isinstance(policy, RetrievalHealthPolicy):
-        fired = np.zeros(len(rows), dtype=bool)
-        if policy.min_top1_score is not None:
-            fired |= columns.min_top1_score[rows] < policy.min_top1_score
-        if policy.min_similarity_gap is not None:
-            fired |= columns.min_similarity_gap[rows] < policy.min_similarity_gap
-        if policy.max_norm_deviation is not None:
-            fired |= columns.max_norm_deviation[rows] > policy.max_norm_deviation
-        return fired
-    if isinstance(policy, AttributeRulePolicy):
-        values, texts = policy.values, columns.text(policy.field)
-        return np.fromiter((texts[r] in values for r in rows), dtype=bool, count=len(rows))
-    if isinstance(policy, ProbabilisticPolicy):
-        return _baseline(policy.rate, columns.trace_id, rows)
-    raise TypeError(f"no columnar form for sampling policy {type(policy).__name__}")
+    @property
+    def max_norm_deviation(self) -> Floats:
+        return self.columns.max_norm_deviation[self.rows]
 
+    @property
+    def stages(self) -> Iterable[str]:
+        return self.columns.stage_max_ms.keys()
 
-def _slow(policy: SlowPolicy, columns: FragmentColumns, rows: Rows, p95s: _P95s) -> Mask:
-    """`SlowPolicy.evaluate` over arrays: NaN (no root, no p95) fails every comparison, as None does there."""
-    fired = np.zeros(len(rows), dtype=bool)
-    duration = columns.root_duration_ms[rows]
-    if policy.trace_threshold_ms is not None:
-        fired |= duration > policy.trace_threshold_ms
-    if policy.relative_to_p95 is not None and p95s.request is not None:
-        fired |= _exceeds(duration, p95s.request, policy.relative_to_p95, policy.min_excess_ms)
-    for stage, threshold_ms in policy.stage_threshold_ms.items():
-        if stage in columns.stage_max_ms:
-            fired |= np.nan_to_num(columns.stage_max_ms[stage][rows], nan=0.0) > threshold_ms
-        elif threshold_ms < 0.0:  # the per-trace test reads an absent stage as 0 ms
-            fired[:] = True
-    if policy.stage_relative_to_p95 is not None and p95s.stage is not None:
-        features, index = columns.features()
-        for stage, maxima in columns.stage_max_ms.items():
-            p95 = np.array([_nan_if_none(p95s.stage(feature, stage)) for feature in features], dtype=np.float64)
-            fired |= _exceeds(maxima[rows], p95[index[rows]], policy.stage_relative_to_p95, policy.min_excess_ms)
-    return fired
+    def stage_max_ms(self, stage: str, absent: float = math.nan) -> Floats:
+        maxima = self.columns.stage_max_ms.get(stage)
+        if maxima is None:
+            return np.full(self.size, absent)
+        return maxima[self.rows] if math.isnan(absent) else np.nan_to_num(maxima[self.rows], nan=absent)
 
+    def stage_p95_ms(self, stage: str) -> Floats:
+        if self._stage_p95 is None:
+            return np.full(self.size, math.nan)
+        lookup = self._stage_p95
+        features, index = self.columns.features()
+        p95 = np.array([_nan_if_none(lookup(feature, stage)) for feature in features], dtype=np.float64)
+        return p95[index[self.rows]]
 
-def _exceeds(duration: Floats, p95: Floats, factor: float, min_excess_ms: float) -> Mask:
-    """`slow.exceeds_p95` over arrays."""
-    with np.errstate(invalid="ignore"):
-        above: Mask = (duration > factor * p95) & (duration - p95 >= min_excess_ms)
-    return above
+    def text_is_one_of(self, field: TextField, values: frozenset[str]) -> Fired:
+        texts = self.columns.text(field)
+        return np.fromiter((texts[r] in values for r in self.rows), dtype=bool, count=self.size)
+
+    @property
+    def random_bits(self) -> Ints:
+        return _random_bits(self.columns.trace_id, self.rows)
 
 
 def _nan_if_none(value: float | None) -> float:
     return math.nan if value is None else value
 
 
-def _baseline(rate: float, trace_ids: Sequence[str], rows: Rows) -> Mask:
-    """`probabilistic.keeps` over many trace ids: the low 56 bits (14 hex digits) below rate × 2^56."""
-    if rate <= 0.0:
-        return np.zeros(len(rows), dtype=bool)
+def _random_bits(trace_ids: Sequence[str], rows: Rows) -> Ints:
+    """`view.random_bits` of many trace ids: the low 56 bits (14 hex digits), NOT_RANDOM where not hex."""
     picked = [trace_ids[r] for r in rows]
-    if any(len(t) != 32 for t in picked):  # not the stored form: the per-trace test, which also rejects non-hex
-        return np.fromiter((keeps(t, rate) for t in picked), dtype=bool, count=len(picked))
+    if any(len(t) != 32 for t in picked):  # not the stored form: the per-trace parse, which also rejects non-hex
+        return np.fromiter((random_bits(t) for t in picked), dtype=np.int64, count=len(picked))
     digits = np.frombuffer("".join(picked).encode("ascii", "replace"), dtype=np.uint8).reshape(-1, 32)[:, 18:]
     lower = digits | 0x20  # 'A'-'F' → 'a'-'f'; digits unchanged
     value = np.where(digits <= ord("9"), digits.astype(np.int64) - ord("0"), lower.astype(np.int64) - ord("a") + 10)
     valid = ((digits >= ord("0")) & (digits <= ord("9"))) | ((lower >= ord("a")) & (lower <= ord("f")))
-    randomness = np.zeros(len(picked), dtype=np.uint64)
+    randomness = np.zeros(len(picked), dtype=np.int64)
     for k in range(14):
-        randomness = (randomness << np.uint64(4)) | value[:, k].astype(np.uint64)
-    # r < rate·2^56 for an integer r is r < ceil(rate·2^56): an exact integer comparison (no float rounding)
-    limit = np.uint64(min(math.ceil(rate * (1 << 56)), 1 << 56))
-    return valid.all(axis=1) & (randomness < limit)
+        randomness = (randomness << 4) | value[:, k]
+    bits: Ints = np.where(valid.all(axis=1), randomness, NOT_RANDOM)
+    return bits

@@ -5,7 +5,7 @@ An unknown policy type fails with a message naming the valid ones; units are in 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,66 +21,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ErrorConfig(_Strict):
-    type: Literal["error"]
-    name: str = "error"
-
-
-class SlowConfig(_Strict):
-    """The request against an SLA (`trace_threshold_ms`) or its feature's recent p95 (`relative_to_p95`, with the
-    floor `min_excess_ms`); stage rules only when asked for (see policies/slow.py for why)."""
-
-    type: Literal["slow"]
-    name: str = "slow"
-    trace_threshold_ms: float | None = Field(default=None, gt=0)
-    relative_to_p95: float | None = Field(default=None, gt=0)
-    min_excess_ms: float = Field(default=100.0, ge=0)
-    stage_threshold_ms: dict[str, float] = Field(default_factory=dict)
-    stage_relative_to_p95: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _stage_rules_have_a_floor(self) -> SlowConfig:
-        # a 0.4 ms search span is 2x a 0.2 ms p95: per stage, a ratio alone calls noise slow
-        if self.stage_relative_to_p95 is not None and self.min_excess_ms <= 0:
-            raise ValueError("stage_relative_to_p95 needs a floor: set min_excess_ms above 0 (e.g. 100)")
-        return self
-
-
-class RetrievalHealthConfig(_Strict):
-    type: Literal["retrieval_health"]
-    name: str = "retrieval_health"
-    min_top1_score: float | None = None
-    min_similarity_gap: float | None = None
-    max_norm_deviation: float | None = Field(default=0.05, ge=0)
-
-
-class AttributeRuleConfig(_Strict):
-    type: Literal["attribute"]
-    name: str
-    field: Literal["feature", "user", "tenant"]
-    values: list[str] = Field(min_length=1)
-    action: Literal["keep", "drop"] = "keep"
-
-
-class ProbabilisticConfig(_Strict):
-    type: Literal["baseline"]
-    name: str = "baseline"
-    rate: float = Field(ge=0, le=1)
-
-
+# The registration of each policy: a policy module's class joins this union (its `type` is the discriminator).
 PolicyConfig = Annotated[
-    ErrorConfig | SlowConfig | RetrievalHealthConfig | AttributeRuleConfig | ProbabilisticConfig,
+    ErrorPolicy | SlowPolicy | RetrievalHealthPolicy | AttributeRulePolicy | ProbabilisticPolicy,
     Field(discriminator="type"),
 ]
-POLICY_TYPES = ("error", "slow", "retrieval_health", "attribute", "baseline")
+POLICY_TYPES: tuple[str, ...] = tuple(
+    policy.model_fields["type"].default for policy in get_args(get_args(PolicyConfig)[0])
+)
 
 
 def _default_policies() -> list[Any]:
     return [
-        ErrorConfig(type="error"),
-        SlowConfig(type="slow", relative_to_p95=1.0, min_excess_ms=100.0),
-        RetrievalHealthConfig(type="retrieval_health"),
-        ProbabilisticConfig(type="baseline", rate=0.05),
+        ErrorPolicy(),
+        SlowPolicy(relative_to_p95=1.0, min_excess_ms=100.0),
+        RetrievalHealthPolicy(),
+        ProbabilisticPolicy(rate=0.05),
     ]
 
 
@@ -123,29 +79,5 @@ class SamplerConfig(_Strict):
 
 
 def build_policies(config: SamplerConfig) -> list[Policy]:
-    policies: list[Policy] = []
-    for entry in config.policies:
-        if isinstance(entry, ErrorConfig):
-            policies.append(ErrorPolicy(entry.name))
-        elif isinstance(entry, SlowConfig):
-            policies.append(
-                SlowPolicy(
-                    entry.name,
-                    entry.trace_threshold_ms,
-                    entry.relative_to_p95,
-                    entry.min_excess_ms,
-                    dict(entry.stage_threshold_ms),
-                    entry.stage_relative_to_p95,
-                )
-            )
-        elif isinstance(entry, RetrievalHealthConfig):
-            policies.append(
-                RetrievalHealthPolicy(
-                    entry.name, entry.min_top1_score, entry.min_similarity_gap, entry.max_norm_deviation
-                )
-            )
-        elif isinstance(entry, AttributeRuleConfig):
-            policies.append(AttributeRulePolicy(entry.name, entry.field, frozenset(entry.values), entry.action))
-        else:
-            policies.append(ProbabilisticPolicy(entry.rate, entry.name))
-    return policies
+    """The configured policies, in order: each entry is its policy (settings and rule in one class)."""
+    return list(config.policies)

@@ -15,7 +15,8 @@
   kept share by reason adds up to the kept share.
 - Time comes from an injected clock, so tests drive it by hand.
 - A stored batch's fragments arrive as one table (`ingest_table`); traces that arrive whole wait and are decided as
-  rows of that table, all at once (`batch.py`); the rest take the per-trace path. Both paths decide alike.
+  rows of that table, all at once (`batch.py`); the rest take the per-trace path. Both paths evaluate each policy's
+  one rule (`policies.Rule`), so they decide alike; a policy of one's own sends every trace the per-trace way.
 """
 
 from __future__ import annotations
@@ -29,13 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ragmon.sampling import batch
-from ragmon.sampling.batch import FragmentColumns
+from ragmon.sampling.batch import BatchRows, FragmentColumns
 from ragmon.sampling.budget import KeepBudget
 from ragmon.sampling.composite import CompositePolicy
 from ragmon.sampling.config import SamplerConfig, build_policies
 from ragmon.sampling.decision import Decision
-from ragmon.sampling.policies.slow import SlowPolicy
 from ragmon.sampling.request_latency import RequestLatency
 from ragmon.sampling.trace import TraceFragment, TraceSummary
 
@@ -119,20 +118,17 @@ class Sampler:
         budget = None
         if self.config.budget.traces_per_s or self.config.budget.bytes_per_s:
             budget = KeepBudget(self.config.budget.traces_per_s, self.config.budget.bytes_per_s)
-        policies = build_policies(self.config)
-        self.policy = CompositePolicy(policies, budget, frozenset(self.config.budget.exempt))
+        self.policy = CompositePolicy(build_policies(self.config), budget, frozenset(self.config.budget.exempt))
         self.p95_lookup = p95_lookup
-        slow = [p for p in policies if isinstance(p, SlowPolicy)]
-        # Only slow policies relative to a p95 read p95 figures: skip measuring and looking them up otherwise.
-        self._uses_request_p95 = any(p.relative_to_p95 is not None for p in slow)
-        self._uses_p95 = any(p.stage_relative_to_p95 is not None for p in slow)
+        # Only rules that read p95 figures need them: skip measuring and looking them up otherwise.
+        self._uses_request_p95 = self.policy.reads_request_p95
+        self._uses_p95 = self.policy.reads_stage_p95
         self.request_latency = RequestLatency(self.config.request_p95_window, self.config.request_p95_min_requests)
         self._clock = clock
         self._pending: OrderedDict[str, TraceSummary] = OrderedDict()  # first-seen order: oldest first
         self._ready: deque[tuple[float, str]] = deque()  # (decide at, trace id), in time order
         self._decided: OrderedDict[str, _Remembered] = OrderedDict()
         # the columnar path: waiting batches in arrival order, and where each of their traces is
-        self._columnar = batch.supports(self.policy)
         self._batches: deque[_WaitingBatch] = deque()
         self._in_batch: dict[str, tuple[_WaitingBatch, int]] = {}
         self.bytes_held = 0
@@ -168,7 +164,7 @@ class Sampler:
         that arrives whole and new waits as a row of the table; any other takes the per-trace path."""
         if not table.num_rows:
             return []
-        if not self._columnar:
+        if not self.policy.columnar:
             return self.ingest(TraceFragment.from_columns(table.to_pydict(), first_ingest_seq))
         now = self._clock()
         out: list[DecidedTrace] = []
@@ -332,9 +328,8 @@ class Sampler:
             return
         columns = block.columns
         request_p95 = self._request_p95_of(columns, rows) if self._uses_request_p95 else None
-        outcome = batch.decide_rows(
-            self.policy, columns, rows, now, self.p95_lookup if self._uses_p95 else None, request_p95
-        )
+        stage_p95 = self.p95_lookup if self._uses_p95 else None
+        outcome = self.policy.decide_rows(BatchRows(columns, rows, stage_p95, request_p95), now)
         block.waiting[rows] = False
         block.count -= len(rows)
         released = int(columns.content_bytes[rows].sum())

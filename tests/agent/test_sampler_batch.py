@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from ragmon.sampling import Decision, Sampler, SamplerConfig, TraceFragment
-from ragmon.sampling.batch import _baseline
-from ragmon.sampling.policies.probabilistic import keeps
+from ragmon.sampling.batch import BatchRows, FragmentColumns
+from ragmon.sampling.policies.probabilistic import ProbabilisticPolicy, keeps
 
 _SCHEMA = pa.schema(
     [
@@ -262,6 +262,12 @@ def test_low_water_mark_counts_waiting_rows() -> None:
     sampler.ingest_table(_table([_fragment(rng, f"{8:032x}", root=False, seq=9)]), 9)
     assert sampler.traces_held == 2
     assert sampler.low_water_seq() == 5
+
+
+def _baseline(rate: float, ids: list[str], rows: np.ndarray) -> np.ndarray:
+    """The baseline policy's rule over `rows` of a stored batch of traces `ids`: the columnar path's evaluation."""
+    columns = FragmentColumns(_table([TraceFragment("t", trace_id, root_seen=True) for trace_id in ids]), 0)
+    return np.broadcast_to(ProbabilisticPolicy(rate=rate).fires(BatchRows(columns, rows)), len(rows))
 
 
 def test_vectorised_baseline_matches_the_per_trace_test() -> None:

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from ragmon.sampling.decision import DROP, KEEP, SKIP, Verdict
-from ragmon.sampling.trace import TraceSummary
+from pydantic import Field, PrivateAttr
 
-Field = Literal["feature", "user", "tenant"]
+from ragmon.sampling.policies import ConfiguredRule
+from ragmon.sampling.view import Fired, TextField, TraceView
 
 
-@dataclass(frozen=True)
-class AttributeRulePolicy:
+class AttributeRulePolicy(ConfiguredRule):
+    type: Literal["attribute"] = "attribute"
     name: str
-    field: Field
-    values: frozenset[str]
+    field: TextField
+    values: list[str] = Field(min_length=1)
     action: Literal["keep", "drop"] = "keep"
+    _value_set: frozenset[str] = PrivateAttr(default=frozenset())  # what `fires` tests against, built once
 
-    def evaluate(self, trace: TraceSummary) -> Verdict:
-        value = getattr(trace, self.field)
-        if value not in self.values:
-            return SKIP
-        return DROP if self.action == "drop" else KEEP
+    def model_post_init(self, context: Any) -> None:
+        self._value_set = frozenset(self.values)
+
+    def fires(self, traces: TraceView) -> Fired:
+        return traces.text_is_one_of(self.field, self._value_set)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
 
-from ragmon.sampling.decision import KEEP, SKIP, Verdict
-from ragmon.sampling.trace import TraceSummary
+from ragmon.sampling.policies import ConfiguredRule
+from ragmon.sampling.view import Fired, TraceView
 
 
-@dataclass(frozen=True)
-class ErrorPolicy:
+class ErrorPolicy(ConfiguredRule):
+    type: Literal["error"] = "error"
     name: str = "error"
 
-    def evaluate(self, trace: TraceSummary) -> Verdict:
-        return KEEP if trace.error_count else SKIP
+    def fires(self, traces: TraceView) -> Fired:
+        errors: Fired = traces.error_count != 0
+        return errors

@@ -1,37 +1,42 @@
 """A baseline share of all traces, consistent by trace id: every agent (and every re-run) keeps the same traces.
 
-The test uses the rightmost 56 bits of the trace id, which W3C trace-context level 2 ("random" flag) and
-OpenTelemetry's consistent-probability sampling treat as uniformly random.
+The test uses the rightmost 56 bits of the trace id (`view.random_bits`), which W3C trace-context level 2 ("random"
+flag) and OpenTelemetry's consistent-probability sampling treat as uniformly random.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from typing import Literal
 
-from ragmon.sampling.decision import SKIP, Decision, Verdict
-from ragmon.sampling.trace import TraceSummary
+from pydantic import Field
 
-_RANDOM_BITS = 56
+from ragmon.sampling.policies import ConfiguredRule
+from ragmon.sampling.view import RANDOM_BITS, Fired, TraceView, random_bits
 
 
-@dataclass(frozen=True)
-class ProbabilisticPolicy:
-    rate: float
+class ProbabilisticPolicy(ConfiguredRule):
+    type: Literal["baseline"] = "baseline"
     name: str = "baseline"
+    rate: float = Field(ge=0, le=1)
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.rate <= 1.0:
-            raise ValueError(f"baseline rate must be within [0, 1], got {self.rate}")
+    @property
+    def probability(self) -> float:
+        return self.rate
 
-    def evaluate(self, trace: TraceSummary) -> Verdict:
+    def fires(self, traces: TraceView) -> Fired:
         if self.rate <= 0.0:
-            return SKIP
-        return Verdict(Decision.KEEP, self.rate) if keeps(trace.trace_id, self.rate) else SKIP
+            return False
+        kept: Fired = traces.random_bits < limit(self.rate)
+        return kept
+
+
+def limit(rate: float) -> int:
+    """The random bits a baseline at `rate` keeps are those below this: for an integer r, r < rate·2^56 is
+    r < ceil(rate·2^56), an exact integer comparison on arrays too (no float rounding)."""
+    return min(math.ceil(rate * (1 << RANDOM_BITS)), 1 << RANDOM_BITS)
 
 
 def keeps(trace_id: str, rate: float) -> bool:
-    try:
-        randomness = int(trace_id[-14:], 16)  # 14 hex chars = 56 bits
-    except ValueError:
-        return False
-    return randomness < rate * (1 << _RANDOM_BITS)
+    """Whether a baseline at `rate` keeps the trace `trace_id`."""
+    return rate > 0.0 and random_bits(trace_id) < limit(rate)

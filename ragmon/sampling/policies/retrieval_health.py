@@ -3,29 +3,27 @@ query embeddings off unit length (the normalisation-mismatch bug that ranks garb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
 
-from ragmon.sampling.decision import KEEP, SKIP, Verdict
-from ragmon.sampling.trace import TraceSummary
+from pydantic import Field
+
+from ragmon.sampling.policies import ConfiguredRule
+from ragmon.sampling.view import Fired, TraceView
 
 
-@dataclass(frozen=True)
-class RetrievalHealthPolicy:
+class RetrievalHealthPolicy(ConfiguredRule):
+    type: Literal["retrieval_health"] = "retrieval_health"
     name: str = "retrieval_health"
     min_top1_score: float | None = None
     min_similarity_gap: float | None = None
-    max_norm_deviation: float | None = 0.05
+    max_norm_deviation: float | None = Field(default=0.05, ge=0)
 
-    def evaluate(self, trace: TraceSummary) -> Verdict:
-        if _below(trace.min_top1_score, self.min_top1_score) or _below(
-            trace.min_similarity_gap, self.min_similarity_gap
-        ):
-            return KEEP
-        deviation = trace.max_norm_deviation
-        if self.max_norm_deviation is not None and deviation is not None and deviation > self.max_norm_deviation:
-            return KEEP
-        return SKIP
-
-
-def _below(value: float | None, threshold: float | None) -> bool:
-    return threshold is not None and value is not None and value < threshold
+    def fires(self, traces: TraceView) -> Fired:
+        fired: Fired = False
+        if self.min_top1_score is not None:
+            fired = fired | (traces.min_top1_score < self.min_top1_score)
+        if self.min_similarity_gap is not None:
+            fired = fired | (traces.min_similarity_gap < self.min_similarity_gap)
+        if self.max_norm_deviation is not None:
+            fired = fired | (traces.max_norm_deviation > self.max_norm_deviation)
+        return fired

@@ -11,42 +11,60 @@ than the p95 by at least `min_excess_ms`. The p95 is the one measured before the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Literal
 
-from ragmon.sampling.decision import KEEP, SKIP, Verdict
-from ragmon.sampling.trace import TraceSummary
+from pydantic import Field, model_validator
+
+from ragmon.sampling.policies import ConfiguredRule
+from ragmon.sampling.view import Fired, Number, TraceView
 
 
-def exceeds_p95(duration_ms: float, p95_ms: float | None, factor: float, min_excess_ms: float) -> bool:
+def exceeds_p95(duration_ms: Number, p95_ms: Number, factor: float, min_excess_ms: float) -> Fired:
     """`duration_ms` is above `factor` × p95 and above the p95 by at least `min_excess_ms` (False: p95 unknown)."""
-    return p95_ms is not None and duration_ms > factor * p95_ms and duration_ms - p95_ms >= min_excess_ms
+    above: Fired = (duration_ms > factor * p95_ms) & (duration_ms - p95_ms >= min_excess_ms)
+    return above
 
 
-@dataclass(frozen=True)
-class SlowPolicy:
+class SlowPolicy(ConfiguredRule):
+    """The request against an SLA (`trace_threshold_ms`) or its feature's recent p95 (`relative_to_p95`, with the
+    floor `min_excess_ms`); stage rules only when asked for."""
+
+    type: Literal["slow"] = "slow"
     name: str = "slow"
-    trace_threshold_ms: float | None = None  # an SLA for the whole request, in ms
-    relative_to_p95: float | None = None  # the request against its feature's recent p95 (1.0: above the p95)
-    min_excess_ms: float = 100.0  # the floor of both relative tests
-    stage_threshold_ms: dict[str, float] = field(default_factory=dict)  # opt-in: absolute per stage
-    stage_relative_to_p95: float | None = None  # opt-in: each stage's longest span against its (feature, stage) p95
+    trace_threshold_ms: float | None = Field(default=None, gt=0)  # an SLA for the whole request, in ms
+    # the request against its feature's recent p95 (1.0: above the p95)
+    relative_to_p95: float | None = Field(default=None, gt=0)
+    min_excess_ms: float = Field(default=100.0, ge=0)  # the floor of both relative tests
+    stage_threshold_ms: dict[str, float] = Field(default_factory=dict)  # opt-in: absolute per stage
+    # opt-in: each stage's longest span against its (feature, stage) p95
+    stage_relative_to_p95: float | None = Field(default=None, gt=0)
 
-    def evaluate(self, trace: TraceSummary) -> Verdict:
-        duration_ms = trace.root_duration_ms
-        if duration_ms is not None:
-            if self.trace_threshold_ms is not None and duration_ms > self.trace_threshold_ms:
-                return KEEP
-            if self.relative_to_p95 is not None and exceeds_p95(
-                duration_ms, trace.request_p95_ms, self.relative_to_p95, self.min_excess_ms
-            ):
-                return KEEP
+    @model_validator(mode="after")
+    def _stage_rules_have_a_floor(self) -> SlowPolicy:
+        # a 0.4 ms search span is 2x a 0.2 ms p95: per stage, a ratio alone calls noise slow
+        if self.stage_relative_to_p95 is not None and self.min_excess_ms <= 0:
+            raise ValueError("stage_relative_to_p95 needs a floor: set min_excess_ms above 0 (e.g. 100)")
+        return self
+
+    @property
+    def reads_request_p95(self) -> bool:
+        return self.relative_to_p95 is not None
+
+    @property
+    def reads_stage_p95(self) -> bool:
+        return self.stage_relative_to_p95 is not None
+
+    def fires(self, traces: TraceView) -> Fired:
+        fired: Fired = False
+        duration_ms = traces.root_duration_ms
+        if self.trace_threshold_ms is not None:
+            fired = fired | (duration_ms > self.trace_threshold_ms)
+        if self.relative_to_p95 is not None:
+            fired = fired | exceeds_p95(duration_ms, traces.request_p95_ms, self.relative_to_p95, self.min_excess_ms)
         for stage, threshold_ms in self.stage_threshold_ms.items():
-            if trace.stage_max_ms.get(stage, 0.0) > threshold_ms:
-                return KEEP
+            fired = fired | (traces.stage_max_ms(stage, absent=0.0) > threshold_ms)  # a stage it lacks took 0 ms
         if self.stage_relative_to_p95 is not None:
-            for stage, longest_ms in trace.stage_max_ms.items():
-                if exceeds_p95(
-                    longest_ms, trace.stage_p95_ms.get(stage), self.stage_relative_to_p95, self.min_excess_ms
-                ):
-                    return KEEP
-        return SKIP
+            for stage in traces.stages:
+                longest_ms, p95_ms = traces.stage_max_ms(stage), traces.stage_p95_ms(stage)
+                fired = fired | exceeds_p95(longest_ms, p95_ms, self.stage_relative_to_p95, self.min_excess_ms)
+        return fired

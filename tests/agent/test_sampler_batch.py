@@ -18,7 +18,13 @@ import pytest
 
 from ragmon.sampling import Decision, Sampler, SamplerConfig, TraceFragment
 from ragmon.sampling.batch import BatchRows, FragmentColumns
+from ragmon.sampling.composite import CompositePolicy
+from ragmon.sampling.config import POLICY_TYPES
+from ragmon.sampling.decision import Verdict
+from ragmon.sampling.policies import Policy
+from ragmon.sampling.policies.error import ErrorPolicy
 from ragmon.sampling.policies.probabilistic import ProbabilisticPolicy, keeps
+from ragmon.sampling.trace import TraceSummary
 
 _SCHEMA = pa.schema(
     [
@@ -120,10 +126,19 @@ class Clock:
         return self.now_s
 
 
-def _run(config: SamplerConfig, stream: list[list[TraceFragment]], *, columnar: bool) -> tuple[Sampler, dict]:
+def _run(
+    config: SamplerConfig,
+    stream: list[list[TraceFragment]],
+    *,
+    columnar: bool,
+    policies: list[Policy] | None = None,
+) -> tuple[Sampler, dict]:
+    """Sample `stream`; `policies` (of one's own, which only code can give) in place of the configured ones."""
     clock = Clock()
     p95 = {("qa", "generate"): 20.0, ("chat", "search"): 10.0, ("qa", "request"): 50.0, ("search", "embed"): 0.0}
     sampler = Sampler(config, clock=clock, p95_lookup=lambda feature, stage: p95.get((feature, stage)))
+    if policies is not None:
+        sampler.policy = CompositePolicy(policies)
     decided: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
 
     def record(traces: list) -> None:
@@ -173,6 +188,15 @@ _CONFIGS = {
         request_p95_window=200,  # refreshed every 10 requests: the paths must agree across many refreshes
         request_p95_min_requests=20,
     ),
+    "rules that read little": SamplerConfig(
+        policies=[
+            {"type": "attribute", "name": "never_blocked", "field": "user", "values": ["blocked"], "action": "drop"},
+            {"type": "attribute", "name": "tenant_t", "field": "tenant", "values": ["t"]},  # every trace's tenant
+            {"type": "baseline", "name": "never", "rate": 0.0},  # fires on no trace, whatever the trace
+            # a stage no trace has took 0 ms, which is above -1 ms: every trace not dropped is kept
+            {"type": "slow", "stage_threshold_ms": {"unseen": -1.0}},
+        ],
+    ),
 }
 
 
@@ -204,6 +228,35 @@ def test_columnar_and_per_trace_paths_decide_alike(name: str, seed: int) -> None
             kept = sum(n for k, n in counts.items() if k.startswith(prefix + "kept:"))
             assert first and decided == len(first)
             assert kept == sum(1 for d in first if d[1] is Decision.KEEP)
+
+
+def test_every_policy_type_is_driven_through_both_paths() -> None:
+    """A policy type registered in the configuration but missing here would have its two evaluations unchecked."""
+    driven = {policy.type for config in _CONFIGS.values() for policy in config.policies}
+    assert driven == set(POLICY_TYPES)
+
+
+class _FeatureIsQa:
+    """A policy of one's own: only `name` and `evaluate`, no rule over a `TraceView`."""
+
+    name = "feature_is_qa"
+
+    def evaluate(self, trace: TraceSummary) -> Verdict:
+        return Verdict(Decision.KEEP) if trace.feature == "qa" else Verdict(Decision.SKIP)
+
+
+def test_a_policy_of_ones_own_sends_every_trace_the_per_trace_way() -> None:
+    config = SamplerConfig(policies=[{"type": "error"}])
+    stream = _stream(6, 20)
+    policies: list[Policy] = [ErrorPolicy(), _FeatureIsQa()]
+    per_trace, expected = _run(config, stream, columnar=False, policies=policies)
+    fed_tables, got = _run(config, stream, columnar=True, policies=policies)
+    assert not fed_tables.policy.columnar
+    assert got == expected
+    assert fed_tables.counts == per_trace.counts and fed_tables.policy.counts == per_trace.policy.counts
+    assert any(d[0][2] == ("feature_is_qa",) for d in expected.values())
+    counts = fed_tables.policy.counts
+    assert counts[("feature_is_qa", "keep")] + counts[("feature_is_qa", "skip")] == len(expected)  # each trace once
 
 
 def test_a_decision_names_the_batch_its_trace_was_first_seen_in() -> None:

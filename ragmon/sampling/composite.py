@@ -20,10 +20,10 @@ import numpy as np
 from ragmon.diagnostics import warn_limited
 from ragmon.sampling.batch import BatchRows
 from ragmon.sampling.budget import KeepBudget
-from ragmon.sampling.decision import Decision, Verdict
-from ragmon.sampling.policies import Policy, Rule, drops
+from ragmon.sampling.decision import DROP, SKIP, Decision, Verdict
+from ragmon.sampling.policies import AnyPolicy, Policy, Rule, drops
 from ragmon.sampling.trace import TraceSummary
-from ragmon.sampling.view import Fired, Ints, Mask
+from ragmon.sampling.view import Fired, Ints, Mask, TraceRow
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass is slower to build, one per trace
@@ -43,18 +43,37 @@ class BatchOutcome:
     probability: list[float]
 
 
+@dataclass(slots=True, frozen=True)
+class _Member:
+    """One policy of the composite, with what deciding needs of it, looked up once."""
+
+    name: str
+    keys: dict[Decision, tuple[str, str]]  # the counter key of each of its verdicts
+    rule: Rule | None  # its rule, over one trace or over rows
+    own: Policy | None  # or a policy of one's own: evaluated per trace only
+    fired: Verdict  # a rule's verdict when it fires: DROP for a drop rule, else KEEP with its probability
+
+
+def _member(policy: AnyPolicy) -> _Member:
+    keys = {decision: (policy.name, str(decision.value)) for decision in Decision}
+    if isinstance(policy, Rule):
+        fired = DROP if drops(policy) else Verdict(Decision.KEEP, policy.probability)
+        return _Member(policy.name, keys, policy, None, fired)
+    return _Member(policy.name, keys, None, policy, SKIP)  # `fired` unused: its own `evaluate` answers
+
+
 class CompositePolicy:
     def __init__(
         self,
-        policies: Sequence[Policy],
+        policies: Sequence[AnyPolicy],
         budget: KeepBudget | None = None,
         budget_exempt: frozenset[str] = frozenset({"error"}),
     ) -> None:
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
             raise ValueError(f"sampling policy names must be unique, got {names}")
-        self.drop_rules = [(p, _keys(p.name)) for p in policies if drops(p)]
-        self.keep_policies = [(p, _keys(p.name)) for p in policies if not drops(p)]
+        self.drop_rules = [_member(p) for p in policies if drops(p)]
+        self.keep_policies = [_member(p) for p in policies if not drops(p)]
         self.budget = budget
         self.exempt = budget_exempt
         self.counts: Counter[tuple[str, str]] = Counter()  # (policy, decision value) -> traces
@@ -65,13 +84,14 @@ class CompositePolicy:
         self.reads_stage_p95 = any(rule.reads_stage_p95 for rule in rules)
 
     def decide(self, trace: TraceSummary, now_s: float) -> Outcome:
-        for rule, keys in self.drop_rules:
-            if self._evaluate(rule, keys, trace).decision is Decision.DROP:
+        row = TraceRow(trace)
+        for rule in self.drop_rules:
+            if self._evaluate(rule, row).decision is Decision.DROP:
                 self.counts[("composite", _VALUE[Decision.DROP])] += 1
                 return Outcome(Decision.DROP, (rule.name,), 0.0)
         fired: list[tuple[str, float]] = []
-        for policy, keys in self.keep_policies:
-            verdict = self._evaluate(policy, keys, trace)
+        for policy in self.keep_policies:
+            verdict = self._evaluate(policy, row)
             if verdict.decision is Decision.KEEP:
                 fired.append((policy.name, verdict.probability))
         if not fired:
@@ -85,14 +105,19 @@ class CompositePolicy:
         self.counts[("composite", _VALUE[Decision.KEEP])] += 1
         return Outcome(Decision.KEEP, reasons, probability)
 
-    def _evaluate(self, policy: Policy, keys: dict[Decision, tuple[str, str]], trace: TraceSummary) -> Verdict:
+    def _evaluate(self, member: _Member, row: TraceRow) -> Verdict:
+        """`member`'s verdict on one trace, counted; a policy that raises is counted as ERROR, not firing."""
         try:
-            verdict = policy.evaluate(trace)
+            if member.rule is not None:
+                verdict = member.fired if member.rule.fires(row) else SKIP
+            else:
+                assert member.own is not None
+                verdict = member.own.evaluate(row.trace)
         except Exception as exc:
-            warn_limited(f"policy:{policy.name}", "sampling policy %s failed: %r", policy.name, exc)
-            self.counts[keys[Decision.ERROR]] += 1
+            warn_limited(f"policy:{member.name}", "sampling policy %s failed: %r", member.name, exc)
+            self.counts[member.keys[Decision.ERROR]] += 1
             return Verdict(Decision.ERROR, 0.0)
-        self.counts[keys[verdict.decision]] += 1
+        self.counts[member.keys[verdict.decision]] += 1
         return verdict
 
     def decide_rows(self, rows: BatchRows, now_s: float) -> BatchOutcome:
@@ -104,23 +129,23 @@ class CompositePolicy:
         decision: list[Decision] = [Decision.SKIP] * n
         reasons: list[tuple[str, ...]] = [()] * n
         probability = [0.0] * n
-        for rule, keys in self.drop_rules:  # in order; a dropped trace is not shown to later rules
+        for rule in self.drop_rules:  # in order; a dropped trace is not shown to later rules
             fired = _fires(rule, rows) & undecided
             evaluated = int(undecided.sum())
             dropped = int(fired.sum())
-            counts[keys[Decision.DROP]] += dropped
-            counts[keys[Decision.SKIP]] += evaluated - dropped
+            counts[rule.keys[Decision.DROP]] += dropped
+            counts[rule.keys[Decision.SKIP]] += evaluated - dropped
             for i in np.flatnonzero(fired):
                 decision[i], reasons[i] = Decision.DROP, (rule.name,)
             undecided &= ~fired
         counts[("composite", "drop")] += n - int(undecided.sum())
         fired_bits = np.zeros(n, dtype=np.int64)
         evaluated = int(undecided.sum())
-        for bit, (keep_policy, keys) in enumerate(self.keep_policies):
-            fired = _fires(keep_policy, rows) & undecided
+        for bit, policy in enumerate(self.keep_policies):
+            fired = _fires(policy, rows) & undecided
             kept = int(fired.sum())
-            counts[keys[Decision.KEEP]] += kept
-            counts[keys[Decision.SKIP]] += evaluated - kept
+            counts[policy.keys[Decision.KEEP]] += kept
+            counts[policy.keys[Decision.SKIP]] += evaluated - kept
             fired_bits |= fired.astype(np.int64) << bit
         by_bits = self._reasons_by_bits(fired_bits)
         sizes = rows.bytes_held
@@ -143,9 +168,9 @@ class CompositePolicy:
         """(reasons, probability before the budget) of each combination of fired keep policies that occurs."""
         out = {}
         for bits in np.unique(fired_bits):
-            fired = [p for bit, (p, _) in enumerate(self.keep_policies) if int(bits) >> bit & 1]
+            fired = [p for bit, p in enumerate(self.keep_policies) if int(bits) >> bit & 1]
             if fired:
-                out[int(bits)] = (tuple(p.name for p in fired), max(_rule(p).probability for p in fired))
+                out[int(bits)] = (tuple(p.name for p in fired), max(p.fired.probability for p in fired))
         return out
 
     def _admit(
@@ -166,24 +191,15 @@ class CompositePolicy:
         return probability * admission
 
 
-def _rule(policy: Policy) -> Rule:
-    if not isinstance(policy, Rule):
-        raise TypeError(f"sampling policy {policy.name} has no columnar form (it is not a Rule)")
-    return policy
-
-
-def _fires(policy: Policy, rows: BatchRows) -> Mask:
-    """Whether `policy`'s rule fires on each row (a rule that tests nothing of a row returns one bool for all)."""
+def _fires(member: _Member, rows: BatchRows) -> Mask:
+    """Whether `member`'s rule fires on each row (a rule that tests nothing of a row returns one bool for all)."""
+    if member.rule is None:
+        raise TypeError(f"sampling policy {member.name} has no columnar form (it is not a Rule)")
     with np.errstate(invalid="ignore"):  # inf - inf in a p95 test: NaN, which fails it, as on the per-trace path
-        fired: Fired = _rule(policy).fires(rows)
+        fired: Fired = member.rule.fires(rows)
     if isinstance(fired, np.ndarray):
         return fired
     return np.full(rows.size, bool(fired))
-
-
-def _keys(name: str) -> dict[Decision, tuple[str, str]]:
-    """The counter key of each verdict of one policy, built once rather than per trace."""
-    return {decision: (name, str(decision.value)) for decision in Decision}
 
 
 _VALUE = {decision: str(decision.value) for decision in Decision}

@@ -9,7 +9,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragmon.sampling.policies import Policy
+from ragmon.sampling.policies import AnyPolicy
 from ragmon.sampling.policies.attribute_rule import AttributeRulePolicy
 from ragmon.sampling.policies.error import ErrorPolicy
 from ragmon.sampling.policies.probabilistic import ProbabilisticPolicy
@@ -78,6 +78,6 @@ class SamplerConfig(_Strict):
         return data
 
 
-def build_policies(config: SamplerConfig) -> list[Policy]:
+def build_policies(config: SamplerConfig) -> list[AnyPolicy]:
     """The configured policies, in order: each entry is its policy (settings and rule in one class)."""
     return list(config.policies)

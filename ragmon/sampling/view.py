@@ -81,55 +81,43 @@ def random_bits(trace_id: str) -> int:
         return NOT_RANDOM
 
 
-def _nan_if_none(value: float | None) -> float:
-    return math.nan if value is None else value
-
-
 class TraceRow:
-    """One trace (a `TraceSummary` as the sampler holds it when it decides) as a `TraceView`."""
+    """One trace (a `TraceSummary` as the sampler holds it when it decides) as a `TraceView`. Its numbers are read
+    once, as plain attributes: rules read them several times per trace."""
 
-    __slots__ = ("_trace",)
+    __slots__ = (
+        "error_count",
+        "max_norm_deviation",
+        "min_similarity_gap",
+        "min_top1_score",
+        "request_p95_ms",
+        "root_duration_ms",
+        "trace",
+    )
 
     def __init__(self, trace: TraceSummary) -> None:
-        self._trace = trace
-
-    @property
-    def error_count(self) -> int:
-        return self._trace.error_count
-
-    @property
-    def root_duration_ms(self) -> float:
-        return _nan_if_none(self._trace.root_duration_ms)
-
-    @property
-    def request_p95_ms(self) -> float:
-        return _nan_if_none(self._trace.request_p95_ms)
-
-    @property
-    def min_top1_score(self) -> float:
-        return _nan_if_none(self._trace.min_top1_score)
-
-    @property
-    def min_similarity_gap(self) -> float:
-        return _nan_if_none(self._trace.min_similarity_gap)
-
-    @property
-    def max_norm_deviation(self) -> float:
-        return _nan_if_none(self._trace.max_norm_deviation)
+        self.trace = trace
+        self.error_count = trace.error_count
+        nan = math.nan  # unknown (None) reads as NaN; spelled out, not a helper call: this runs once per trace
+        self.root_duration_ms = nan if (value := trace.root_duration_ms) is None else value
+        self.request_p95_ms = nan if (value := trace.request_p95_ms) is None else value
+        self.min_top1_score = nan if (value := trace.min_top1_score) is None else value
+        self.min_similarity_gap = nan if (value := trace.min_similarity_gap) is None else value
+        self.max_norm_deviation = nan if (value := trace.max_norm_deviation) is None else value
 
     @property
     def stages(self) -> Iterable[str]:
-        return self._trace.stage_max_ms.keys()
+        return self.trace.stage_max_ms.keys()
 
     def stage_max_ms(self, stage: str, absent: float = math.nan) -> float:
-        return self._trace.stage_max_ms.get(stage, absent)
+        return self.trace.stage_max_ms.get(stage, absent)
 
     def stage_p95_ms(self, stage: str) -> float:
-        return self._trace.stage_p95_ms.get(stage, math.nan)
+        return self.trace.stage_p95_ms.get(stage, math.nan)
 
     def text_is_one_of(self, field: TextField, values: frozenset[str]) -> bool:
-        return getattr(self._trace, field) in values
+        return getattr(self.trace, field) in values
 
     @property
-    def random_bits(self) -> int:
-        return random_bits(self._trace.trace_id)
+    def random_bits(self) -> int:  # parsed only when a rule asks
+        return random_bits(self.trace.trace_id)

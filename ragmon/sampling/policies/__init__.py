@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ragmon.sampling.decision import DROP, SKIP, Decision, Verdict
+from ragmon.sampling.decision import Verdict
 from ragmon.sampling.trace import TraceSummary
-from ragmon.sampling.view import Fired, TraceRow, TraceView
+from ragmon.sampling.view import Fired, TraceView
 
 
 class Policy(Protocol):
@@ -30,8 +30,9 @@ def drops(policy: object) -> bool:
 
 class Rule(ABC):
     """A policy whose rule is one function of a `TraceView`: whether it fires for one trace, or for each row of a
-    batch. The columnar path evaluates only policies that are rules; `evaluate` is the same rule for one trace.
-    tests/agent/test_sampler_batch.py drives every registered policy type through both and compares."""
+    batch. The composite policy evaluates it per trace on a `TraceRow`, and the columnar path, which takes only
+    rules, on a `BatchRows`; tests/agent/test_sampler_batch.py drives every registered policy type through both.
+    `name` and `action` as for any policy."""
 
     if TYPE_CHECKING:  # each rule's own field; declared here for the type checker, not as a field of this base
         name: str
@@ -44,7 +45,8 @@ class Rule(ABC):
 
     @property
     def probability(self) -> float:
-        """The chance the rule keeps a trace like this one when it fires (1.0: always); 1/probability weighs it."""
+        """The chance the rule keeps a trace like this one when it fires (1.0: always); 1/probability weighs it.
+        Read once, when the composite policy is built."""
         return 1.0
 
     @property
@@ -57,10 +59,8 @@ class Rule(ABC):
         """Whether `fires` reads `stage_p95_ms` (else the sampler does not look it up)."""
         return False
 
-    def evaluate(self, trace: TraceSummary) -> Verdict:
-        if not self.fires(TraceRow(trace)):
-            return SKIP
-        return DROP if drops(self) else Verdict(Decision.KEEP, self.probability)
+
+AnyPolicy = Rule | Policy  # what the composite policy takes: rules, and policies of one's own
 
 
 class ConfiguredRule(BaseModel, Rule):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from functools import cached_property
+from typing import Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
 from ragmon.sampling.policies import ConfiguredRule
 from ragmon.sampling.view import Fired, TextField, TraceView
@@ -16,10 +17,10 @@ class AttributeRulePolicy(ConfiguredRule):
     field: TextField
     values: list[str] = Field(min_length=1)
     action: Literal["keep", "drop"] = "keep"
-    _value_set: frozenset[str] = PrivateAttr(default=frozenset())  # what `fires` tests against, built once
 
-    def model_post_init(self, context: Any) -> None:
-        self._value_set = frozenset(self.values)
+    @cached_property  # built once (not a setting: absent from dumps and comparisons)
+    def _value_set(self) -> frozenset[str]:
+        return frozenset(self.values)
 
     def fires(self, traces: TraceView) -> Fired:
         return traces.text_is_one_of(self.field, self._value_set)

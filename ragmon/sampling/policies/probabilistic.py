@@ -7,6 +7,7 @@ flag) and OpenTelemetry's consistent-probability sampling treat as uniformly ran
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Literal
 
 from pydantic import Field
@@ -20,6 +21,10 @@ class ProbabilisticPolicy(ConfiguredRule):
     name: str = "baseline"
     rate: float = Field(ge=0, le=1)
 
+    @cached_property  # computed once (not a setting: absent from dumps and comparisons)
+    def _limit(self) -> int:
+        return limit(self.rate)
+
     @property
     def probability(self) -> float:
         return self.rate
@@ -27,7 +32,7 @@ class ProbabilisticPolicy(ConfiguredRule):
     def fires(self, traces: TraceView) -> Fired:
         if self.rate <= 0.0:
             return False
-        kept: Fired = traces.random_bits < limit(self.rate)
+        kept: Fired = traces.random_bits < self._limit
         return kept
 
 

@@ -148,17 +148,19 @@ class CompositePolicy:
             counts[policy.keys[Decision.SKIP]] += evaluated - kept
             fired_bits |= fired.astype(np.int64) << bit
         by_bits = self._reasons_by_bits(fired_bits)
-        sizes = rows.bytes_held
+        sizes = rows.bytes_held if self.budget is not None else None
         kept_rows = 0
         skipped = evaluated - int(np.count_nonzero(fired_bits))
         for i in np.flatnonzero(fired_bits):  # row order: the budget spends in the order traces are decided
             names, p = by_bits[int(fired_bits[i])]
-            admitted = self._admit(names, p, rows.trace_id(int(i)), int(sizes[i]), now_s)
-            if admitted is None:
-                skipped += 1
-                reasons[i] = ("budget",)
-                continue
-            decision[i], reasons[i], probability[i] = Decision.KEEP, names, admitted
+            if sizes is not None:  # a trace's id and size are read only for the budget
+                admitted = self._admit(names, p, rows.trace_id(int(i)), int(sizes[i]), now_s)
+                if admitted is None:
+                    skipped += 1
+                    reasons[i] = ("budget",)
+                    continue
+                p = admitted
+            decision[i], reasons[i], probability[i] = Decision.KEEP, names, p
             kept_rows += 1
         counts[("composite", "skip")] += skipped
         counts[("composite", "keep")] += kept_rows

@@ -321,3 +321,18 @@ def test_a_trace_longer_than_the_timeout_is_not_split() -> None:
     assert [(d.decision, d.decided_by) for d in late] == [(Decision.KEEP, "late")]
     clock.now_s += 60
     assert sampler.tick() == [] and sampler.traces_held == 0  # no second decision, nothing left pending
+
+
+def test_every_policy_module_is_registered() -> None:
+    # A policy is its module (its settings and its rule) and one entry in PolicyConfig's union: a module left out
+    # would be unreachable from any configuration.
+    from pathlib import Path
+    from typing import get_args
+
+    from ragmon.sampling import policies
+    from ragmon.sampling.config import PolicyConfig
+
+    folder = Path(policies.__file__).parent
+    modules = {path.stem for path in folder.glob("*.py")} - {"__init__"}
+    registered = {policy.__module__.rsplit(".", 1)[1] for policy in get_args(get_args(PolicyConfig)[0])}
+    assert registered == modules

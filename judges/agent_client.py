@@ -21,8 +21,8 @@ from typing import Any
 
 from ragmon.judges.worker import SourceUnavailable
 
-AGENT_FILE = "agent.json"  # written by the agent that owns the data directory (ragmon.agent.agent.DataDirLock)
-TOKEN_FILE = "judge-api.token"  # ragmon.pipeline.judging.JUDGE_TOKEN_FILE
+from ragmon.data_dir import AGENT_FILE, JUDGE_TOKEN_FILE
+
 _RETRYABLE_STATUSES = {429, 502, 503, 504}
 
 log = logging.getLogger("ragmon.judges")
@@ -65,7 +65,7 @@ class AgentStoreClient:
     def _read_endpoint(self) -> tuple[str, str]:
         try:
             owner = json.loads((self.data_dir / AGENT_FILE).read_text())
-            token = (self.data_dir / TOKEN_FILE).read_text().strip()
+            token = (self.data_dir / JUDGE_TOKEN_FILE).read_text().strip()
         except (OSError, ValueError) as exc:
             raise self._unreachable(f"no running agent found in {self.data_dir}: {exc}") from exc
         if not isinstance(owner, dict) or "api" not in owner:

@@ -49,7 +49,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-QUEUE_FILE_NAME = "judge-queue.sqlite"
+from ragmon.data_dir import JUDGE_QUEUE_FILE
+
+QUEUE_FILE_NAME = JUDGE_QUEUE_FILE  # in the data directory (`ragmon.data_dir`)
 DEFAULT_LEASE_S = 300.0
 _BUSY_TIMEOUT_MS = 10_000
 

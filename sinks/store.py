@@ -103,6 +103,8 @@ from ragmon.sinks.schema_doc import described_with_notes
 from ragmon.sinks.sqlguard import metadata_select, normalise_and_check
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
+from ragmon.data_dir import embedded_store
+
 INSERT_SETTINGS: dict[str, int] = {
     "async_insert": 0,
     "insert_deduplicate": 1,
@@ -820,7 +822,7 @@ def open_store(
     agent = getattr(target, "agent", target)
     budgets: QueryBudgets | None = None
     if hasattr(agent, "data_dir"):
-        target = agent.clickhouse_url or Path(agent.data_dir) / "chdb"
+        target = agent.clickhouse_url or embedded_store(agent.data_dir)
         cluster = cluster or (agent.clickhouse_cluster if agent.clickhouse_url else None)
         budgets = QueryBudgets(agent.query_budget, agent.query_budgets)
         read_connections = read_connections or agent.read_connections

@@ -33,6 +33,7 @@ from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.exposition import metrics_registry, render_metrics
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.dashboard import ReadKeys, ReviewerKeys, create_dashboard, create_review
+from ragmon.data_dir import AGENT_FILE, AGENT_LOCK_FILE, embedded_store
 from ragmon.drift import AlertsConfig
 from ragmon.health import HealthRegistry
 from ragmon.pipeline import JudgeEndpoints, Pipeline, pipeline_families
@@ -70,7 +71,7 @@ class DataDirLock:
 
     def acquire(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(self.data_dir / "agent.lock", "a+")  # noqa: SIM115 - held for the process lifetime
+        handle = open(self.data_dir / AGENT_LOCK_FILE, "a+")  # noqa: SIM115 - held for the process lifetime
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -79,13 +80,13 @@ class DataDirLock:
         self._file = handle
 
     def publish(self, info: dict[str, Any]) -> None:
-        tmp = self.data_dir / "agent.json.tmp"
+        tmp = self.data_dir / f"{AGENT_FILE}.tmp"
         tmp.write_text(json.dumps({"pid": os.getpid(), **info}))
-        os.replace(tmp, self.data_dir / "agent.json")
+        os.replace(tmp, self.data_dir / AGENT_FILE)
 
     def release(self) -> None:
         if self._file is not None:
-            (self.data_dir / "agent.json").unlink(missing_ok=True)
+            (self.data_dir / AGENT_FILE).unlink(missing_ok=True)
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
             self._file = None
@@ -93,7 +94,7 @@ class DataDirLock:
 
 def read_owner(data_dir: Path) -> dict[str, Any] | None:
     try:
-        loaded = json.loads((data_dir / "agent.json").read_text())
+        loaded = json.loads((data_dir / AGENT_FILE).read_text())
     except (OSError, ValueError):
         return None
     return loaded if isinstance(loaded, dict) else None
@@ -117,7 +118,7 @@ def claim_or_find_agent(data_dir: Path) -> DataDirLock | str:
     """For commands that read a data directory (report, query, alerts, backeval): its lock when no agent runs
     there — read the store directly, then release it — or else the running agent's API address, to ask instead
     (an embedded store has one owner)."""
-    if not (data_dir / "chdb").exists() and read_owner(data_dir) is None:
+    if not embedded_store(data_dir).exists() and read_owner(data_dir) is None:
         raise DataDirUnavailable(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon demo` first)")
     lock = DataDirLock(data_dir)
     try:
@@ -167,7 +168,7 @@ class Agent:
             self._lock.acquire()
         try:
             self.store = self._store or open_store(
-                agent.clickhouse_url or self.data_dir / "chdb",
+                agent.clickhouse_url or embedded_store(self.data_dir),
                 cluster=agent.clickhouse_cluster if agent.clickhouse_url else None,
                 engine_memory_bytes=self.memory.engine_bytes,
                 read_connections=agent.read_connections,

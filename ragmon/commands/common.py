@@ -105,11 +105,12 @@ def read_rows(args: argparse.Namespace, what: str, **params: Any) -> list[dict[s
 
 
 def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    from ragmon.data_dir import embedded_store
     from ragmon.sinks import open_store
     from ragmon.sinks.errors import StoreError
 
     try:
-        store = open_store(settings.agent.clickhouse_url or Path(settings.agent.data_dir) / "chdb")
+        store = open_store(settings.agent.clickhouse_url or embedded_store(settings.agent.data_dir))
     except StoreError as exc:
         raise CommandError(str(exc)) from exc
     try:

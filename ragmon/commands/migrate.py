@@ -49,6 +49,7 @@ def schema_sql(cluster: str | None, database: str = "ragmon") -> list[str]:
 
 
 def _open(args: argparse.Namespace) -> Any:
+    from ragmon.data_dir import embedded_store
     from ragmon.sinks.schema import Topology
     from ragmon.sinks.store import Store
 
@@ -62,7 +63,7 @@ def _open(args: argparse.Namespace) -> Any:
         from ragmon.sinks.chdb_backend import ChdbBackend
 
         # The agent's layout: the embedded engine lives in <data-dir>/chdb.
-        backend = ChdbBackend(Path(args.data_dir) / "chdb")
+        backend = ChdbBackend(embedded_store(args.data_dir))
     return Store(backend, topology)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
+from ragmon.data_dir import embedded_store
 from ragmon.evaluation.errors import EvalInputError
 from ragmon.sinks import open_store
 from ragmon.sinks.backeval_sql import Query, eval_row_ids, kept_traces_page
@@ -204,7 +205,7 @@ def open_trace_source(data_dir: Path, clickhouse_url: str | None, api_key: str |
     if isinstance(lock, str):
         return OpenedSource(AgentTraceSource(lock, api_key), None, lambda: None, f"agent {lock}")
     try:
-        store = open_store(data_dir / "chdb")
+        store = open_store(embedded_store(data_dir))
     except StoreError as exc:
         lock.release()
         raise EvalInputError(f"cannot open the store in {data_dir}: {exc}") from exc

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragmon.data_dir import embedded_store
 from ragmon.judges.agent_client import AgentStoreClient
 from ragmon.judges.types import RagSample
 from ragmon.sinks import open_store
@@ -192,7 +193,7 @@ class StoreSide:
 
 def open_store_side(clickhouse_url: str | None, data_dir: str | Path) -> StoreSide:
     """Open the store (`ragmon.sinks.open_store`: a ClickHouse URL, else `<data_dir>/chdb`) and wrap it."""
-    store = open_store(clickhouse_url or Path(data_dir) / "chdb")
+    store = open_store(clickhouse_url or embedded_store(data_dir))
     lock = threading.Lock()  # one call into the store at a time (chDB: one engine per process)
     return StoreSide(StorePayloadSource(store, lock=lock), StoreScoreSink(store, lock=lock), store)
 

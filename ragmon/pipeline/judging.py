@@ -38,6 +38,7 @@ from typing import Any
 
 from prometheus_client.metrics_core import Metric
 
+from ragmon.data_dir import JUDGE_TOKEN_FILE
 from ragmon.health import Component, HealthRegistry
 from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.registry import judge_version, make_judge
@@ -49,7 +50,6 @@ from ragmon.settings import JudgeSettings
 
 log = logging.getLogger("ragmon.agent")
 
-JUDGE_TOKEN_FILE = "judge-api.token"
 # The in-process worker's leases: after a kill -9 of the agent its leased traces wait this long for the restarted
 # agent (the worker's 300 s default would hold them five minutes). Renewed every 20 s, so a lease is lost only if
 # the worker's loop stalls for 40 s, and then the cost is a re-judgement, never a second score (fencing tokens).

@@ -39,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ragmon.data_dir import STATE_DIR, WAL_DIR
 from ragmon.health import HealthRegistry
 from ragmon.pipeline.decisions import DecisionSink
 from ragmon.pipeline.intake import IngestSeq, WalIntake
@@ -68,11 +69,11 @@ class Pipeline:
     ) -> None:
         agent = settings.agent
         seq = IngestSeq(agent.instance)
-        state_dir = data_dir / "state"
+        state_dir = data_dir / STATE_DIR
         self.counts: Counter[str] = Counter()
         # 2. log
         self.wal = WriteAheadLog(
-            data_dir / "wal",
+            data_dir / WAL_DIR,
             fsync=agent.fsync,
             fsync_interval_ms=agent.fsync_interval_ms,
             max_bytes=agent.wal_max_bytes,

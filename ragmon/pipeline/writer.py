@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from ragmon.data_dir import QUARANTINE_DIR
 from ragmon.health import Component, HealthRegistry
 from ragmon.pipeline.intake import IngestSeq, PendingRequest, WalIntake
 from ragmon.pipeline.sampling_loop import StoredRanges
@@ -362,7 +363,7 @@ class StoreWriter:
             return False
 
     def _quarantine(self, request: PendingRequest, exc: Exception) -> None:
-        folder = self.state_dir / "quarantine"
+        folder = self.state_dir / QUARANTINE_DIR
         folder.mkdir(exist_ok=True)
         (folder / f"{request.position.token().replace(':', '-')}.otlp").write_bytes(request.body)
         (folder / f"{request.position.token().replace(':', '-')}.why").write_text(f"{request.tenant}\n{exc}\n")

@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.support` 
 
 from ragmon.sinks import open_store
 from ragmon.sinks.arrow import to_ipc_stream, to_table
-from ragmon.sinks.store import INSERT_SETTINGS, Store
+from ragmon.sinks.inserts import INSERT_SETTINGS
+from ragmon.sinks.store import Store
 
 from ragmon.model import SPAN_COLUMNS
 from tests.support.chhttp import ClickHouseHttpServer

@@ -19,8 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -35,6 +34,7 @@ from ragmon.drift import (
 )
 from ragmon.health import Component, HealthRegistry
 from ragmon.retry import Recovery
+from ragmon.sinks.for_alerting import AlertingStore
 
 log = logging.getLogger("ragmon.alerts")
 
@@ -51,10 +51,6 @@ class RunDegraded(Exception):
     retryable = True
 
 
-class AlertStore(Protocol):
-    def insert_alerts(self, rows: Sequence[dict[str, Any]], dedup_token: str | None = None) -> str: ...
-
-
 class StoreAlertSink:
     """Writes each record to the `alerts` table. Rows the store refuses wait (at most `max_pending`, oldest dropped
     and counted) and go again, in order, with the next record or `flush()`. Never raises.
@@ -62,7 +58,7 @@ class StoreAlertSink:
     Rows fit today's table: the evidence, detector, trace ids ... are folded into `labels`
     (`AlertRecord.to_row(extended=False)`), which `ragmon alerts` reads back."""
 
-    def __init__(self, store: AlertStore, *, max_pending: int = _PENDING_MAX) -> None:
+    def __init__(self, store: AlertingStore, *, max_pending: int = _PENDING_MAX) -> None:
         self.store = store
         self.pending: deque[AlertRecord] = deque()
         self.max_pending = max_pending
@@ -107,7 +103,7 @@ class AlertingService:
     def __init__(
         self,
         config: AlertsConfig,
-        store: Any,
+        store: AlertingStore,
         *,
         source: SignalSource | None = None,
         dispatcher: Dispatcher | None = None,
@@ -222,7 +218,9 @@ class AlertingService:
         yield deliveries
 
 
-def start_alerting(alerts: AlertsConfig, store: Any, *, health: HealthRegistry | None = None) -> AlertingService | None:
+def start_alerting(
+    alerts: AlertsConfig, store: AlertingStore, *, health: HealthRegistry | None = None
+) -> AlertingService | None:
     """The running service (reporting to `health` as `alerting`), or None when `[agent.alerts] enabled = false`."""
     if not alerts.enabled:
         return None

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from ragmon.dashboard.keys import KeyAuth, ReadKeys, ReviewerKeys
 from ragmon.dashboard.label_input import MAX_BODY_BYTES as MAX_LABEL_BODY_BYTES
-from ragmon.dashboard.review import Review, ReviewStore
+from ragmon.dashboard.review import Review
 from ragmon.dashboard.routes import Dashboard, Response
 from ragmon.judges.metrics import METRICS
 from ragmon.sinks.dashboard_queries import DashboardQueries, DashboardStore
+from ragmon.sinks.for_review import ReviewStore
 
 __all__ = [
     "MAX_LABEL_BODY_BYTES",

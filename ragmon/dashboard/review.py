@@ -21,12 +21,13 @@ import logging
 import math
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ragmon.dashboard.keys import Reviewer, ReviewerKeys
 from ragmon.dashboard.label_input import MAX_BODY_BYTES, TRACE_ID, BadLabels, parse_submission
 from ragmon.judges.label_agreement import MIN_LABELS, agreement_by_version
 from ragmon.sinks.errors import StoreError
+from ragmon.sinks.for_review import ReviewStore
 
 log = logging.getLogger("ragmon.agent")
 
@@ -34,26 +35,6 @@ BINS = 5
 MAX_PER_BIN = 50
 DEFAULT_AGREEMENT_WINDOW_S = 30 * 86400  # as `ragmon calibrate --from-store` reads by default
 MAX_WINDOW_S = 400 * 86400
-
-
-class ReviewStore(Protocol):
-    """The part of `sinks.Store` the review queue reads and writes through."""
-
-    def is_kept_trace(self, tenant: str, trace_id: str) -> bool: ...
-
-    def insert_labels(self, rows: list[dict[str, Any]]) -> str: ...
-
-    def review_queue(
-        self, metric: str, *, since_s: float, per_bin: int, bins: int, reviewer: str, tenant: str | None
-    ) -> list[dict[str, Any]]: ...
-
-    def trace_labels(self, trace_id: str, *, tenant: str | None) -> list[dict[str, Any]]: ...
-
-    def reviewer_label_count(self, metric: str, reviewer: str, *, tenant: str | None) -> int: ...
-
-    def labelled_scores(
-        self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
-    ) -> list[dict[str, Any]]: ...
 
 
 class ReviewError(Exception):

@@ -16,22 +16,19 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from ragmon.sampling import DecidedTrace, Decision
 from ragmon.sinks.errors import StoreError
+from ragmon.sinks.for_sampler import SamplerStore
 
 log = logging.getLogger("ragmon.agent")
-
-
-class PayloadStore(Protocol):
-    def copy_payloads(self, kept: list[dict[str, Any]]) -> None: ...
 
 
 class DecisionSink:
     def __init__(
         self,
-        store: PayloadStore,
+        store: SamplerStore,
         *,
         max_waiting: int = 100_000,
         copy_interval_s: float = 2.0,

@@ -22,12 +22,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ragmon.data_dir import embedded_store
 from ragmon.judges.agent_client import AgentStoreClient
 from ragmon.judges.types import RagSample
 from ragmon.sinks import open_store
+from ragmon.sinks.for_judge import JudgeStore
 from ragmon.sinks.schema import SCORE_COLUMNS
 
 
@@ -40,14 +41,6 @@ class StoredPayload(RagSample):
     inclusion_probability: float | None = None
 
 
-class _PayloadStore(Protocol):
-    def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
-
-
-class _ScoreStore(Protocol):
-    def insert_scores(self, rows: Any, dedup_token: str | None = None) -> str: ...
-
-
 class StorePayloadSource:
     """Payloads read in batches: the worker asks per trace, for a round of leased traces at a time; the asks that
     arrive within `window_s` of each other are answered by one query per tenant (`Store.payloads_for_judging`).
@@ -56,7 +49,7 @@ class StorePayloadSource:
 
     def __init__(
         self,
-        store: _PayloadStore,
+        store: JudgeStore,
         *,
         lock: threading.Lock | None = None,
         window_s: float = 0.01,
@@ -140,7 +133,7 @@ class StoreScoreSink:
 
     def __init__(
         self,
-        store: _ScoreStore,
+        store: JudgeStore,
         *,
         columns: Sequence[tuple[str, str]] | None = None,
         lock: threading.Lock | None = None,

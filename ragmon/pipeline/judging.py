@@ -47,6 +47,7 @@ from ragmon.pipeline import score_events
 from ragmon.pipeline.judge_store import StorePayloadSource, StoreScoreSink
 from ragmon.retry import Recovery, is_transient
 from ragmon.settings import JudgeSettings
+from ragmon.sinks.for_judge import JudgeQueueStore, JudgeStore
 
 log = logging.getLogger("ragmon.agent")
 
@@ -71,7 +72,7 @@ class JudgeService:
     """The judge worker on a thread of its own (an asyncio loop), over the agent's queue and store."""
 
     def __init__(
-        self, settings: JudgeSettings, store: Any, queue: JudgeQueue, *, health: HealthRegistry | None = None
+        self, settings: JudgeSettings, store: JudgeStore, queue: JudgeQueue, *, health: HealthRegistry | None = None
     ) -> None:
         self.queue = queue
         self.health: Component | None = (
@@ -140,7 +141,7 @@ class Judging:
 
     @classmethod
     def start(
-        cls, settings: JudgeSettings, store: Any, data_dir: Path, *, health: HealthRegistry | None = None
+        cls, settings: JudgeSettings, store: JudgeQueueStore, data_dir: Path, *, health: HealthRegistry | None = None
     ) -> Judging:
         """`health`: where the in-process worker reports (component `judge`); none when `ragmon judge` workers
         judge (they are other processes, with their own health)."""
@@ -204,7 +205,7 @@ class Judging:
         self.unqueued.clear()
         return added
 
-    def catch_up(self, store: Any) -> int:
+    def catch_up(self, store: JudgeQueueStore) -> int:
         """Queue kept traces that have no online score and were never queued; returns how many. A store that
         cannot answer costs only the catch-up (said in the log), never the start."""
         try:
@@ -251,7 +252,7 @@ class JudgeEndpoints:
     payloads of the traces it leased from the shared queue file, and its score rows. The queue itself is not
     proxied: it is a SQLite file several processes share safely (leases, tokens, outbox; judges/queue.py)."""
 
-    def __init__(self, store: Any, data_dir: Path) -> None:
+    def __init__(self, store: JudgeStore, data_dir: Path) -> None:
         self._store = store
         self._token = secrets.token_urlsafe(32)
         path = data_dir / JUDGE_TOKEN_FILE

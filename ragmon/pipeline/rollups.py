@@ -26,25 +26,19 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 from ragmon.pipeline.intake import IngestSeq
 from ragmon.pipeline.wal import Cursor, Position
 from ragmon.retry import Recovery
+from ragmon.sinks.for_sampler import SamplerStore
 
 log = logging.getLogger("ragmon.agent")
-
-
-class RollupStore(Protocol):
-    def roll_up(
-        self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
-    ) -> None: ...
 
 
 class Rollups:
     def __init__(
         self,
-        store: RollupStore,
+        store: SamplerStore,
         state_dir: Path,
         seq: IngestSeq,
         log_id: str,

@@ -25,14 +25,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from ragmon.health import Component, HealthRegistry
 from ragmon.pipeline.intake import IngestSeq
-from ragmon.pipeline.rollups import Rollups, RollupStore
+from ragmon.pipeline.rollups import Rollups
 from ragmon.pipeline.wal import Cursor, Position
 from ragmon.retry import Recovery
 from ragmon.sampling import DecidedTrace, Sampler
 from ragmon.sinks.errors import StoreError
+from ragmon.sinks.for_sampler import SamplerStore
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 log = logging.getLogger("ragmon.agent")
 
@@ -40,10 +41,6 @@ log = logging.getLogger("ragmon.agent")
 # least every tick when idle and after each failed try (10 s apart at most): two minutes is a store call that hangs.
 SAMPLING_STALL_AFTER_S = 120.0
 ROLLUPS_STALL_AFTER_S = 120.0
-
-
-class FragmentStore(RollupStore, Protocol):
-    def trace_fragment_table(self, seq_from: int, seq_to: int) -> pa.Table: ...
 
 
 class DecisionHandOff(Protocol):
@@ -105,7 +102,7 @@ class StoredRanges:
 class SamplingLoop:
     def __init__(
         self,
-        store: FragmentStore,
+        store: SamplerStore,
         sampler: Sampler,
         hand_off: DecisionHandOff,
         ranges: StoredRanges,

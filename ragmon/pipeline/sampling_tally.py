@@ -17,21 +17,17 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
 
 from ragmon.sampling import DecidedTrace, Decision
 from ragmon.sinks.errors import StoreError
+from ragmon.sinks.for_sampler import SamplerStore
 
 log = logging.getLogger("ragmon.agent")
 
 # (minute start in epoch seconds, tenant, feature, eval run ('' = production), outcome, reason)
 _Key = tuple[int, str, str, str, str, str]
-
-
-class SamplingCountStore(Protocol):
-    def insert_sampling_counts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str: ...
 
 
 def outcome_and_reason(trace: DecidedTrace) -> tuple[str, str]:
@@ -45,7 +41,7 @@ def outcome_and_reason(trace: DecidedTrace) -> tuple[str, str]:
 class SamplingTally:
     def __init__(
         self,
-        store: SamplingCountStore,
+        store: SamplerStore,
         *,
         write_interval_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,

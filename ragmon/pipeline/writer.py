@@ -45,7 +45,6 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from ragmon.data_dir import QUARANTINE_DIR
 from ragmon.health import Component, HealthRegistry
@@ -55,13 +54,10 @@ from ragmon.pipeline.wal import Cursor, Position, WriteAheadLog
 from ragmon.retry import Recovery, RetryPolicy
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored, StoreError
+from ragmon.sinks.for_writer import WriterStore
 
 log = logging.getLogger("ragmon.agent")
 _QUARANTINE_LOG_EVERY_S = 60.0
-
-
-class WriteStore(Protocol):
-    def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
 
 
 class _Stopping(Exception):
@@ -79,7 +75,7 @@ class StoreWriter:
         self,
         intake: WalIntake,
         wal: WriteAheadLog,
-        store: WriteStore,
+        store: WriterStore,
         state_dir: Path,
         *,
         ranges: StoredRanges | None = None,

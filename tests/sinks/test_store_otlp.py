@@ -10,7 +10,7 @@ import pytest
 from ragmon.sinks import Store, otlp_views
 from ragmon.sinks.envelope import seal
 from ragmon.sinks.errors import PartlyStored
-from ragmon.sinks.store import split_envelopes
+from ragmon.sinks.inserts import split_envelopes
 
 from tests.sinks import otlp_fixture as fx
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from ragmon.sinks import Store
 from ragmon.sinks.arrow import to_table
+from ragmon.sinks.inserts import INSERT_SETTINGS
 from ragmon.sinks.schema import Ddl
-from ragmon.sinks.store import INSERT_SETTINGS
 
 from ragmon.model import SPAN_COLUMNS
 

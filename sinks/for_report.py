@@ -1,0 +1,96 @@
+"""The store as the report commands see it: latency, errors, tokens and cost per feature and stage from the
+rollups, and judged quality weighted back to all traffic (`ragmon report`, the demo); what the demo's run stored
+(`span_activity`) and the alerts it fired (`alert_rows`). The report and quality are callers' reads: under the
+caller's budget, for one tenant when asked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ragmon.sinks.activity_sql import span_activity_sql
+from ragmon.sinks.alerts_sql import alert_rows_sql
+from ragmon.sinks.quality import assemble_quality, quality_sql
+from ragmon.sinks.queries import assemble_report, report_sql
+from ragmon.sinks.store_base import StoreBase
+from ragmon.sinks.traffic import PRODUCTION, Traffic
+
+
+class ReportStore(Protocol):
+    """What the report commands read."""
+
+    def report(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]: ...
+
+    def quality(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]: ...
+
+
+class ReportMethods(StoreBase):
+    """The report's methods of `Store`."""
+
+    def report(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]:
+        """Latency, errors, tokens and cost per (feature, stage), with a per-model breakdown, over the last
+        `since_s` seconds (whole minutes) of `traffic` (production unless asked) — read from the rollups only
+        (whole hours from `spans_1h`, the edges from `spans_1m`)."""
+        end_s = int(time.time() if now_s is None else now_s)
+        sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant, traffic)
+        # the tenant is a condition of the report's own SQL (`report_sql`): the rollups are read through no filter
+        return assemble_report(self._caller_rows(sql, params, tenant=tenant))
+
+    def quality(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]:
+        """Judged quality per (feature, day, metric, judge version) over the last `since_s` seconds: over the kept
+        traces and weighted back to all traffic, with 95 % intervals (`ragmon.sinks.quality`)."""
+        end_s = int(time.time() if now_s is None else now_s)
+        sql, params = quality_sql(
+            end_s - int(since_s), end_s, feature, self._ddl.table("scores"), traffic, self._ddl.table("payloads")
+        )
+        return assemble_quality(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True))
+
+    def span_activity(
+        self, start_s: float, end_s: float | None = None, *, service: str | None = None
+    ) -> dict[str, int]:
+        """{spans, traces, last_s} of the spans that started in [start_s, end_s) (of `service` when named):
+        `activity_sql.span_activity_sql`."""
+        sql, params = span_activity_sql(self._ddl, int(start_s), None if end_s is None else int(end_s), service=service)
+        rows = self._select(sql, params, readonly=True)
+        row = rows[0] if rows else {}
+        return {name: int(row.get(name) or 0) for name in ("spans", "traces", "last_s")}
+
+    def alert_rows(self, alert_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Every stored row (state change) of the alerts `alert_ids` (`alerts_sql.alert_rows_sql`)."""
+        if not alert_ids:
+            return []
+        sql, params = alert_rows_sql(self._ddl, list(alert_ids))
+        return self._select(sql, params, readonly=True)

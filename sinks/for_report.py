@@ -1,7 +1,10 @@
 """The store as the report commands see it: latency, errors, tokens and cost per feature and stage from the
-rollups, and judged quality weighted back to all traffic (`ragmon report`, the demo); what the demo's run stored
-(`span_activity`) and the alerts it fired (`alert_rows`). The report and quality are callers' reads: under the
-caller's budget, for one tenant when asked."""
+rollups, what the tail sampler kept and judged quality weighted back to all traffic (`ragmon report`), recent and
+open alerts and how much production traffic drift rules have had (`ragmon alerts`); what the demo's run stored
+(`span_activity`) and the alerts it fired (`alert_rows`).
+
+The commands' reads are callers' reads — under the caller's budget, for one tenant when asked — and each is a named
+read (`named_reads.py`), so a command runs it here or through the agent that owns the store, the same either way."""
 
 from __future__ import annotations
 
@@ -10,15 +13,19 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ragmon.sinks.activity_sql import span_activity_sql
-from ragmon.sinks.alerts_sql import alert_rows_sql
+from ragmon.sinks.alerts_sql import alert_rows_sql, recent_alerts_sql
+from ragmon.sinks.drift_sql import production_minutes as production_minutes_sql
+from ragmon.sinks.kept_share import kept_share_sql, summarise
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql
+from ragmon.sinks.schema import SAMPLING_TABLE
 from ragmon.sinks.store_base import StoreBase
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 
 class ReportStore(Protocol):
-    """What the report commands read."""
+    """What the report commands read (`labelled_scores`, `ragmon calibrate --from-store`'s, is the review queue's:
+    `for_review.py`)."""
 
     def report(
         self,
@@ -38,6 +45,24 @@ class ReportStore(Protocol):
         tenant: str | None = None,
         now_s: float | None = None,
         traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]: ...
+
+    def kept_share(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> dict[str, Any]: ...
+
+    def recent_alerts(self, since_s: float, limit: int, *, tenant: str | None = None) -> list[dict[str, Any]]: ...
+
+    def production_minutes(self, *, tenant: str | None = None) -> int: ...
+
+    def labelled_scores(
+        self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
     ) -> list[dict[str, Any]]: ...
 
 
@@ -77,6 +102,34 @@ class ReportMethods(StoreBase):
             end_s - int(since_s), end_s, feature, self._ddl.table("scores"), traffic, self._ddl.table("payloads")
         )
         return assemble_quality(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True))
+
+    def kept_share(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> dict[str, Any]:
+        """What the tail sampler decided over the last `since_s` seconds (whole minutes) of `traffic`, kept traces by
+        reason, from its per-minute counts (`kept_share.summarise`)."""
+        end_s = int(time.time() if now_s is None else now_s)
+        table = self._ddl.table(SAMPLING_TABLE)
+        sql, params = kept_share_sql(end_s - int(since_s), end_s, feature, table, traffic)
+        return summarise(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True))
+
+    def recent_alerts(self, since_s: float, limit: int, *, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Alert rows fired within the last `since_s` seconds and every alert never resolved, newest first, at most
+        `limit` (`alerts_sql.recent_alerts_sql`; `ragmon alerts` collapses each alert's rows into one)."""
+        sql, params = recent_alerts_sql(since_s, limit, self._ddl.table("alerts"))
+        return self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
+
+    def production_minutes(self, *, tenant: str | None = None) -> int:
+        """How many minutes of production traffic the store holds: how much baseline the drift rules have had."""
+        sql, params = production_minutes_sql()
+        rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
+        return int(rows[0]["minutes"]) if rows else 0
 
     def span_activity(
         self, start_s: float, end_s: float | None = None, *, service: str | None = None

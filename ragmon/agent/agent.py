@@ -41,9 +41,9 @@ from ragmon.pricing import load_price_table
 from ragmon.sampling import Sampler, SamplerConfig
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store, otlp_views
+from ragmon.sinks.named_reads import run_read
 from ragmon.sinks.read_budget import QueryBudgets
 from ragmon.sinks.redaction import Redaction
-from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 log = logging.getLogger("ragmon.agent")
 
@@ -207,12 +207,11 @@ class Agent:
             self.api = ApiServer(
                 host,
                 port,
-                self._report,
+                self._read,
                 self._query,
                 self.read_keys,
                 dashboard,
                 judge_api,
-                labelled_scores=self._labelled_scores,
                 memory_guard=self.memory_guard,
                 health=self._probe,
                 cancel_query=self._cancel_query,
@@ -298,10 +297,9 @@ class Agent:
             window.add(tenant, feature, durations_ms)
 
     # -- what the API and the sampler read -------------------------------------------------------------------
-    def _report(
-        self, since_s: float, feature: str | None, tenant: str | None, traffic: Traffic = PRODUCTION
-    ) -> list[dict[str, Any]]:
-        return self.store.report(since_s, feature=feature, tenant=tenant, traffic=traffic)
+    def _read(self, name: str, values: dict[str, Any], tenant: str | None) -> Any:
+        """A named read the API checked (`ragmon.sinks.named_reads`), for the key's tenant."""
+        return run_read(self.store, name, values, tenant=tenant)
 
     def _query(
         self, sql: str, params: dict[str, Any], tenant: str | None, max_rows: int, tag: str
@@ -311,9 +309,6 @@ class Agent:
     def _cancel_query(self, tag: str) -> None:
         """The API's client went away: stop its query in the engine rather than let it run out its budget."""
         self.store.cancel(tag)
-
-    def _labelled_scores(self, since_s: float, judge_version: str | None, tenant: str | None) -> list[dict[str, Any]]:
-        return self.store.labelled_scores(since_s, judge_version=judge_version, tenant=tenant)
 
     def _probe(self, name: str) -> tuple[bool, dict[str, Any]]:
         """/health/live (restart me?), /health/ready (send me traffic?); plain /health is the readiness answer,

@@ -1,20 +1,22 @@
-"""The agent's read API on its own port: `ragmon report` and `ragmon query` ask the running agent here, since an
-embedded store has one owner. Same API keys as the receivers; a key sees only its tenant's rows.
+"""The agent's read API on its own port: `ragmon report`, `alerts`, `calibrate --from-store` and `query` ask the
+running agent here, since an embedded store has one owner. Same API keys as the receivers; a key sees only its
+tenant's rows.
 
     GET  /health, /health/live, /health/ready     the agent's components (`ragmon.health`): /health/live
                                                   answers 503 only when the process should be restarted,
                                                   /health/ready 503 while it should not take traffic
     GET  /metrics                                 the agent's Prometheus metrics (the receiver's port has them too)
-    GET  /api/report?since_s=3600[&feature=F]     the per-stage rows (`stages` of `ragmon report --json`);
-         [&traffic=evaluation | &eval_run=NAME]   production traffic unless asked for every eval run's, or one
-                                                  (`ragmon.sinks.traffic`)
+    GET  /api/read/<name>?…                       a named read of the store (`ragmon.sinks.named_reads`: report,
+                                                  kept_share, quality, alerts, production_minutes,
+                                                  labelled_scores), its parameters checked (400), an unknown name
+                                                  404; e.g. /api/read/report?since_s=3600[&feature=F]
+                                                  [&traffic=evaluation | &eval_run=NAME]
+    GET  /api/report?…, /api/labels/scored?…      the reads `report` and `labelled_scores` by their older paths
     POST /api/query   {"sql": "SELECT …"[, "params": {…}][, "max_rows": N]}
                                                   rows as JSON objects; read-only, checked by the store, run under
                                                   the tenant's query budget; past max_rows (default 10,000) the
                                                   first max_rows + 1 rows
     GET  /, /static/…, /api/dashboard/…           the dashboard (`ragmon.dashboard`), when one is given
-    GET  /api/labels/scored?since_s=[&judge_version=V]  people's labels beside the judge's scores of the same
-                                                  traces (`ragmon calibrate --from-store` beside a running agent)
     POST /api/dashboard/labels                    a reviewer's labels (`ragmon.dashboard.review`)
     POST /api/judge/payloads {"tenant", "trace_ids"}  a `ragmon judge` worker's leased traces' payloads, by id
     POST /api/judge/scores   {"rows": [...]}          its score rows (idempotent: an identical re-send is dropped)
@@ -26,8 +28,9 @@ It runs on the same HTTP/1.1 server as the OTLP receiver (`ragmon.collectors.htt
 the request's head, before a body byte is read; bodies over an endpoint's limit are 413 while the client is still
 sending; heads and bodies have read deadlines; connections, worker threads and in-flight bytes are bounded; the
 agent's memory guard refuses work (429) while memory is high. Work that reads the store runs in the server's
-bounded pool; a tenant runs at most `max_queries_per_tenant` `/api/query` reads at once (429 past that), so one
-tenant cannot take every read connection of the store; a query whose client goes away is cancelled in the engine.
+bounded pool; a tenant runs at most `max_queries_per_tenant` reads at once (`/api/query` and named reads together;
+429 past that), so one tenant cannot take every read connection of the store; a read whose client goes away is
+cancelled in the engine.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
@@ -47,7 +50,7 @@ from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.dashboard import MAX_LABEL_BODY_BYTES, KeyAuth
 from ragmon.sinks.errors import QueryCancelled, QueryRejected, StoreError
-from ragmon.sinks.traffic import Traffic
+from ragmon.sinks.named_reads import BadParameter, UnknownRead, named_read
 
 if TYPE_CHECKING:
     from ragmon.dashboard import Dashboard, Response
@@ -59,13 +62,15 @@ _DEFAULT_MAX_ROWS, _MAX_ROWS = 10_000, 1_000_000
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 _JSON = "application/json"
 
-ReportFn = Callable[[float, "str | None", "str | None", Traffic], list[dict[str, Any]]]  # since_s, feature, tenant
+# a named read (`ragmon.sinks.named_reads`): its name, its checked values, the tenant -> its JSON answer
+ReadFn = Callable[[str, dict[str, Any], "str | None"], Any]
 # sql, its bound {name:Type} parameters, tenant, max_rows (then one more), the tag that `cancel_query` takes
 QueryFn = Callable[[str, dict[str, Any], "str | None", int, str], list[dict[str, Any]]]
-LabelledFn = Callable[[float, "str | None", "str | None"], list[dict[str, Any]]]  # since_s, judge_version, tenant
 HealthFn = Callable[[str], tuple[bool, dict[str, Any]]]  # "health" | "live" | "ready" -> (passing, body)
 MetricsFn = Callable[[str | None], tuple[bytes, str]]  # Accept header -> (body, content type)
-_MAX_LABEL_WINDOW_S = 10 * 366 * 86400  # labels live a year by default; a decade bounds the engine's UInt32
+# The named reads' older paths, answered as before: the report's rows, the labelled scores.
+_READ_PATHS = {"/api/report": "report", "/api/labels/scored": "labelled_scores"}
+_READ_PREFIX = "/api/read/"
 _MAX_JUDGE_BODY_BYTES = 64 * 1024 * 1024  # a delivery batch of score rows with explanations and claims
 
 
@@ -120,13 +125,12 @@ class ApiServer:
         self,
         host: str,
         port: int,
-        report: ReportFn,
+        reads: ReadFn,
         query: QueryFn,
         auth: KeyAuth,
         dashboard: Dashboard | None = None,
         judge: JudgeApi | None = None,
         *,
-        labelled_scores: LabelledFn | None = None,
         cancel_query: Callable[[str], None] | None = None,
         read_scope: Callable[[str], AbstractContextManager[Any]] | None = None,
         health: HealthFn | None = None,
@@ -138,12 +142,11 @@ class ApiServer:
         read_timeout_s: float = 30.0,
         idle_timeout_s: float = 75.0,
     ) -> None:
-        self.report = report
+        self.reads = reads
         self.query = query
         self.auth = auth
         self.dashboard = dashboard
         self.judge = judge
-        self.labelled_scores = labelled_scores
         self.cancel_query = cancel_query
         self.read_scope = read_scope
         self.health = health
@@ -210,23 +213,26 @@ class ApiServer:
             return self._handle(
                 lambda body: _from_dashboard(dashboard.post(path, head.headers, body)), MAX_LABEL_BODY_BYTES
             )
-        known = {"/api/report": "GET", "/api/labels/scored": "GET", "/api/query": "POST"}
-        if path not in known or (path == "/api/labels/scored" and self.labelled_scores is None):
+        if path.startswith(_READ_PREFIX) or path in _READ_PATHS:
+            return self._named_read(head)
+        if path != "/api/query":
             return _error(404, f"no such endpoint: {path}")
-        if method != known[path] and not (method == "HEAD" and known[path] == "GET"):
-            return _json_reply(405, {"error": f"use {known[path]}"}, {"Allow": known[path]})
-        if self.auth.required:
-            tenant = self.auth.tenant_for(head.headers.get("authorization"), head.headers.get("x-api-key"))
-            if tenant is None:
-                self._count("unauthenticated")
-                return _json_reply(401, {"error": "a valid API key is required"}, {"WWW-Authenticate": "Bearer"})
-        else:
-            tenant = None  # no keys configured: reads are open and see every tenant
-        if path == "/api/report":
-            return self._report(head, tenant)
-        if path == "/api/labels/scored":
-            return self._labelled(head, tenant)
+        if method != "POST":
+            return _json_reply(405, {"error": "use POST"}, {"Allow": "POST"})
+        tenant = self._tenant(head)
+        if isinstance(tenant, Reply):
+            return tenant
         return self._query_handle(tenant)
+
+    def _tenant(self, head: RequestHead) -> str | Reply | None:
+        """The tenant the request's key reads as (None: no keys configured, every tenant), or its 401."""
+        if not self.auth.required:
+            return None
+        tenant = self.auth.tenant_for(head.headers.get("authorization"), head.headers.get("x-api-key"))
+        if tenant is None:
+            self._count("unauthenticated")
+            return _json_reply(401, {"error": "a valid API key is required"}, {"WWW-Authenticate": "Bearer"})
+        return tenant
 
     def _health(self, probe: str) -> Reply:
         if self.health is None:
@@ -238,31 +244,53 @@ class ApiServer:
     def _handle(run: Callable[[bytes], Reply], max_body_bytes: int = 0) -> Handle:
         return Handle(run=run, refusal=_error, max_body_bytes=max_body_bytes)
 
-    def _report(self, head: RequestHead, tenant: str | None) -> Reply | Handle:
-        params = parse_qs(head.query)
+    def _named_read(self, head: RequestHead) -> Reply | Handle:
+        """`GET /api/read/<name>` (or an older path of one): for the key's tenant, parameters checked before any
+        work, in the tenant's share of reads, cancelled in the engine when its client goes away."""
+        name = _READ_PATHS.get(head.path) or head.path.removeprefix(_READ_PREFIX)
         try:
-            since_s = float(params.get("since_s", ["3600"])[0])
-        except ValueError:
-            return _error(400, "since_s must be a number of seconds")
+            read = named_read(name)
+        except UnknownRead as exc:
+            return _error(404, str(exc))
+        if head.method not in ("GET", "HEAD"):
+            return _json_reply(405, {"error": "use GET"}, {"Allow": "GET"})
+        tenant = self._tenant(head)
+        if isinstance(tenant, Reply):
+            return tenant
         try:
-            traffic = Traffic.from_params(params)
-        except ValueError as exc:
+            values = read.parse(parse_qs(head.query))
+        except BadParameter as exc:
             return _error(400, str(exc))
-        feature = params.get("feature", [None])[0]
-        return self._handle(lambda _: _answer(lambda: self.report(since_s, feature, tenant, traffic)))
 
-    def _labelled(self, head: RequestHead, tenant: str | None) -> Reply | Handle:
-        labelled = self.labelled_scores
-        assert labelled is not None
-        params = parse_qs(head.query)
+        def run(_: bytes, tag: str) -> Reply:
+            with self._read_turn(tenant) as refused:
+                if refused is not None:
+                    return refused
+                with self._scope(tag):
+                    return _answer(lambda: self.reads(read.name, values, tenant))
+
+        return self._cancellable(run)
+
+    @contextmanager
+    def _read_turn(self, tenant: str | None) -> Iterator[Reply | None]:
+        """The tenant's turn to read (yields None), or the 429 that says it runs as many reads as it may."""
+        if not self._queries.enter(tenant):
+            self._count("tenant_queries")
+            limit = self._queries.limit
+            yield _json_reply(
+                429,
+                {"error": f"this key's tenant already runs {limit} queries at once; retry when one has finished"},
+                {"Retry-After": "1"},
+            )
+            return
         try:
-            since_s = float(params.get("since_s", ["2592000"])[0])
-            if not 0 < since_s <= _MAX_LABEL_WINDOW_S:
-                raise ValueError
-        except ValueError:
-            return _error(400, f"since_s must be seconds, above 0 and at most {_MAX_LABEL_WINDOW_S}")
-        version = params.get("judge_version", [None])[0]
-        return self._handle(lambda _: _answer(lambda: labelled(since_s, version, tenant)))
+            yield None
+        finally:
+            self._queries.leave(tenant)
+
+    def _scope(self, tag: str) -> AbstractContextManager[Any]:
+        """The store reads made inside it carry `tag` (`Store.reading`), so the handle's abandon cancels them."""
+        return self.read_scope(tag) if self.read_scope is not None else nullcontext()
 
     def _cancellable(self, run: Callable[[bytes, str], Reply], max_body_bytes: int = 0) -> Handle:
         """A handle whose store reads carry a tag of their own (`run(body, tag)`): when its client goes away,
@@ -278,12 +306,9 @@ class ApiServer:
 
     def _dashboard_view(self, run: Callable[[], Reply]) -> Handle:
         """A dashboard view: its several reads run inside one `read_scope(tag)`, cancelled together."""
-        scope = self.read_scope
 
         def scoped(_: bytes, tag: str) -> Reply:
-            if scope is None:
-                return run()
-            with scope(tag):
+            with self._scope(tag):
                 return run()
 
         return self._cancellable(scoped)
@@ -304,18 +329,10 @@ class ApiServer:
                 raise TypeError(f"max_rows must be an integer from 1 to {_MAX_ROWS}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _error(400, f'expected {{"sql": "SELECT ...", "params": {{}}, "max_rows": N}}: {exc}')
-        if not self._queries.enter(tenant):
-            self._count("tenant_queries")
-            limit = self._queries.limit
-            return _json_reply(
-                429,
-                {"error": f"this key's tenant already runs {limit} queries at once; retry when one has finished"},
-                {"Retry-After": "1"},
-            )
-        try:
+        with self._read_turn(tenant) as refused:
+            if refused is not None:
+                return refused
             return _answer(lambda: self.query(sql, params, tenant, max_rows, tag))
-        finally:
-            self._queries.leave(tenant)
 
     def _judge(self, head: RequestHead) -> Reply | Handle:
         judge, path = self.judge, head.path

@@ -1,8 +1,9 @@
 """`ragmon alerts [--json]`: open and recent alerts from the store's `alerts` table, one line (or object) per alert.
 
-The store is read when the command runs, through the same path as `ragmon query` (the agent's API when an agent
-owns the data directory). Rows of one alert (firing, then resolved) are collapsed into one entry. Works with the
-`alerts` table as it is (extras folded into `labels`) and with the extra columns of `record.ALERT_EXTRA_COLUMNS`.
+The store is read when the command runs, by the named read `alerts` (`ragmon.sinks.named_reads`: through the agent's
+API when an agent owns the data directory). Rows of one alert (firing, then resolved) are collapsed into one entry.
+Works with the `alerts` table as it is (extras folded into `labels`) and with the extra columns of
+`record.ALERT_EXTRA_COLUMNS`.
 """
 
 from __future__ import annotations
@@ -49,11 +50,8 @@ def add_alerts_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def alerts(args: argparse.Namespace) -> int:
-    from ragmon.sinks.alerts_sql import recent_alerts_sql  # here: `ragmon --help` must not load the store
-
     try:
-        sql, params = recent_alerts_sql(args.since, args.limit)
-        rows: list[dict[str, Any]] = read_rows(args, "query", sql=sql, sql_params=params)
+        rows: list[dict[str, Any]] = read_rows(args, "alerts", since_s=args.since, limit=args.limit)
     except CommandError as exc:
         print(f"ragmon alerts: {exc}", file=sys.stderr)
         return 2
@@ -79,14 +77,10 @@ def _history_note(args: argparse.Namespace) -> str:
     """Why an empty list may mean "too early to tell" rather than "all is well": how much traffic the store has
     (production: evaluation runs never feed the drift rules, `ragmon.sinks.traffic`)."""
     why = "  drift rules compare recent traffic with a baseline of earlier traffic"
-    from ragmon.sinks.drift_sql import production_minutes
-
-    sql, sql_params = production_minutes()
     try:
-        (row,) = read_rows(args, "query", sql=sql, sql_params=sql_params)
-    except (CommandError, ValueError):
+        minutes = int(read_rows(args, "production_minutes")["minutes"])
+    except (CommandError, ValueError, TypeError, KeyError):
         return f"{why}: {_HISTORY_NEEDED}"
-    minutes = int(row["minutes"])
     return f"{why}: {_HISTORY_NEEDED}; this store has " + (
         f"production traffic in {minutes} minute(s)" if minutes else "no production traffic yet"
     )

@@ -1,5 +1,5 @@
-"""What the commands share: the store options, their settings, the traffic they read, and reading rows from the
-store or from the running agent that owns it (`read_rows`).
+"""What the commands share: the store options, their settings, the traffic they read, and reading from the store
+or from the running agent that owns it (`read_rows`: a named read of the store, or a user's query).
 
 Argument definitions only import the standard library; each command imports the agent's parts when it runs, so
 `ragmon --help` and `ragmon demo` never load the store engine.
@@ -78,11 +78,15 @@ class CommandError(Exception):
     pass
 
 
-def read_rows(args: argparse.Namespace, what: str, **params: Any) -> list[dict[str, Any]]:
-    """Rows of `what` ("report", "labelled_scores" or "query": `sql` with its bound `sql_params`) from the store,
-    or from the running agent that owns the data directory."""
+def read_rows(args: argparse.Namespace, what: str, **params: Any) -> Any:
+    """What `what` answers from the store, or from the running agent that owns the data directory: a named read
+    (`ragmon.sinks.named_reads`: "report", "kept_share", "quality", "alerts", "production_minutes",
+    "labelled_scores") with its parameters, checked here first; or "query", the rows of a user's `sql` (with its bound
+    `sql_params`, at most `max_rows`)."""
     from pydantic import ValidationError
 
+    if what != "query":
+        params = checked_read(what, params)
     try:
         settings = command_settings(args)
     except (ValidationError, ValueError, OSError) as exc:
@@ -104,20 +108,29 @@ def read_rows(args: argparse.Namespace, what: str, **params: Any) -> list[dict[s
         claimed.release()
 
 
-def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+def checked_read(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The named read's values as the agent would read them (a bad or unknown one is a CommandError)."""
+    from ragmon.sinks.named_reads import BadParameter, UnknownRead, named_read
+
+    try:
+        return named_read(name).check(params)
+    except (BadParameter, UnknownRead) as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _read_store(settings: Any, what: str, params: dict[str, Any]) -> Any:
     from ragmon.data_dir import embedded_store
     from ragmon.sinks import open_store
     from ragmon.sinks.errors import StoreError
+    from ragmon.sinks.named_reads import run_read
 
     try:
         store = open_store(settings.agent.clickhouse_url or embedded_store(settings.agent.data_dir))
     except StoreError as exc:
         raise CommandError(str(exc)) from exc
     try:
-        if what == "report":
-            return store.report(params["since_s"], feature=params.get("feature"), traffic=params["traffic"])
-        if what == "labelled_scores":
-            return store.labelled_scores(params["since_s"], judge_version=params.get("judge_version"))
+        if what != "query":
+            return run_read(store, what, params)
         return store.query(
             params["sql"], params.get("sql_params"), max_rows=params.get("max_rows", 10_000), cut_at_max_rows=True
         )
@@ -127,25 +140,21 @@ def _read_store(settings: Any, what: str, params: dict[str, Any]) -> list[dict[s
         store.close()
 
 
-def ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None) -> list[dict[str, Any]]:
+def ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None) -> Any:
+    """`read_rows` through the agent at `api`: a named read as `GET /api/read/<what>`, a query as `POST /api/query`."""
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    if what == "report":
-        from urllib.parse import urlencode
+    if what != "query":
+        from urllib.parse import quote, urlencode
 
-        query = {"since_s": params["since_s"], **params["traffic"].to_params()}
-        if params.get("feature"):
-            query["feature"] = params["feature"]
-        query_string = urlencode(query)
-        request = urllib.request.Request(f"{api}/api/report?{query_string}", headers=headers)
-    elif what == "labelled_scores":
-        from urllib.parse import urlencode
+        from ragmon.sinks.named_reads import BadParameter, named_read
 
-        wanted = {"since_s": params["since_s"]}
-        if params.get("judge_version") is not None:
-            wanted["judge_version"] = params["judge_version"]
-        request = urllib.request.Request(f"{api}/api/labels/scored?{urlencode(wanted)}", headers=headers)
+        try:
+            query_string = urlencode(named_read(what).encode(params))
+        except BadParameter as exc:
+            raise CommandError(str(exc)) from exc
+        request = urllib.request.Request(f"{api}/api/read/{quote(what)}?{query_string}", headers=headers)
     else:
         query_body = {
             "sql": params["sql"],
@@ -156,8 +165,7 @@ def ask_agent(api: str, what: str, params: dict[str, Any], api_key: str | None) 
         request = urllib.request.Request(f"{api}/api/query", data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            rows: list[dict[str, Any]] = json.loads(response.read())
-            return rows
+            return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")
         with contextlib.suppress(ValueError, KeyError, TypeError):  # not our JSON error body: show it raw

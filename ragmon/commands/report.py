@@ -96,29 +96,17 @@ def report(args: argparse.Namespace) -> int:
 
 def _kept_share(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
     """What the tail sampler kept over the same window, by reason (read like the quality section)."""
-    import time
-
-    from ragmon.sinks.kept_share import kept_share_sql, summarise
-
-    end_s = int(time.time())
-    sql, sql_params = kept_share_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
     try:
-        return summarise(read_rows(args, "query", sql=sql, sql_params=sql_params)), ""
+        return read_rows(args, "kept_share", since_s=args.since, feature=args.feature, traffic=traffic), ""
     except CommandError as exc:
         return None, str(exc)
 
 
 def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any]] | None, str]:
-    """Judged quality over the same window, read with the query path (a running agent's API too). A store or
-    agent that cannot answer it (older schema, no scores table) costs this section, never the report."""
-    import time
-
-    from ragmon.sinks.quality import assemble_quality, quality_sql
-
-    end_s = int(time.time())
-    sql, sql_params = quality_sql(end_s - int(args.since), end_s, args.feature, traffic=traffic)
+    """Judged quality over the same window. A store or agent that cannot answer it (older schema, no scores table,
+    an older agent without the read) costs this section, never the report."""
     try:
-        return assemble_quality(read_rows(args, "query", sql=sql, sql_params=sql_params)), ""
+        return read_rows(args, "quality", since_s=args.since, feature=args.feature, traffic=traffic), ""
     except CommandError as exc:
         return None, str(exc)
 

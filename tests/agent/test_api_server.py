@@ -22,7 +22,7 @@ def test_a_client_that_drops_a_reply_is_not_an_error(
 ) -> None:
     answered = threading.Event()
 
-    def report(since_s: float, feature: str | None, tenant: str | None, traffic: object) -> list[dict[str, str]]:
+    def report(name: str, values: dict[str, object], tenant: str | None) -> list[dict[str, str]]:
         answered.set()
         return [{"feature": "x" * 1000}] * 20_000  # ~20 MB: far more than the socket buffers hold
 
@@ -99,29 +99,28 @@ def test_a_refused_query_leaves_a_kept_alive_connection_usable() -> None:
         server.stop()
 
 
-def test_the_reports_reads_send_their_bound_parameters_to_a_running_agent() -> None:
-    """`ragmon report`'s quality and kept-share sections, read through an agent: the values travel as "params"
-    (a feature or run name with a quote in it stays a value), not inside the SQL."""
-    from ragmon.sinks.kept_share import kept_share_sql
-    from ragmon.sinks.quality import quality_sql
+def test_the_reports_reads_send_their_values_to_a_running_agent() -> None:
+    """`ragmon report`'s quality and kept-share sections, read through an agent: named reads whose values arrive as
+    the values sent (a feature or run name with a quote in it stays a value); no SQL travels (`/api/query` is not
+    asked)."""
     from ragmon.sinks.traffic import Traffic
 
     from ragmon.commands import common as commands
 
-    calls: list[tuple[str, dict[str, object]]] = []
+    reads: list[tuple[str, dict[str, object], str | None]] = []
+    queries: list[object] = []
 
-    def query(sql: str, params: dict[str, object], tenant: str | None, max_rows: int, tag: str) -> list[dict[str, int]]:
-        calls.append((sql, params))
+    def read(name: str, values: dict[str, object], tenant: str | None) -> list[dict[str, int]]:
+        reads.append((name, values, tenant))
         return [{"n": 1}]
 
     traffic = Traffic.of(eval_run="nightly' --")
-    sent = [quality_sql(0, 3600, "qa'", traffic=traffic), kept_share_sql(0, 3600, "qa'", traffic=traffic)]
-    server = ApiServer("127.0.0.1", 0, lambda *a: [], query, ApiKeyAuth()).start()
+    sent = {"since_s": 3600.0, "feature": "qa'", "traffic": traffic}
+    server = ApiServer("127.0.0.1", 0, read, lambda *a: queries.append(a) or [], ApiKeyAuth()).start()
     try:
-        for sql, params in sent:
-            assert commands.ask_agent(server.url, "query", {"sql": sql, "sql_params": params}, None) == [{"n": 1}]
+        for name in ("quality", "kept_share"):
+            assert commands.ask_agent(server.url, name, sent, None) == [{"n": 1}]
     finally:
         server.stop()
-    assert calls == sent
-    assert all(params["feature"] == "qa'" and params["eval_run"] == "nightly' --" for _, params in calls)
-    assert all("qa'" not in sql and "nightly'" not in sql for sql, _ in calls)
+    assert reads == [("quality", sent, None), ("kept_share", sent, None)]
+    assert queries == []

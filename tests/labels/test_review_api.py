@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.sinks import Store
+from ragmon.sinks.named_reads import run_read
 
 from ragmon.agent.api import ApiServer
 from ragmon.dashboard import create_dashboard, create_review
@@ -65,13 +66,10 @@ def _serve(store: Store, api_keys: dict[str, str], reviewers: dict[str, dict[str
     return ApiServer(
         "127.0.0.1",
         0,
-        lambda *a: [],
+        lambda name, values, tenant: run_read(store, name, values, tenant=tenant),
         lambda *a: [],
         keys,
         dashboard,
-        labelled_scores=lambda since_s, version, tenant: store.labelled_scores(
-            since_s, judge_version=version, tenant=tenant
-        ),
     ).start()
 
 

@@ -282,6 +282,6 @@ class DriftSql:
 
 def production_minutes() -> Query:
     """How many minutes of production traffic the store holds (`minutes`): how much baseline drift rules have.
-    Tables unqualified: it is read through the query path, which resolves them in the store's database."""
+    Tables unqualified: the store's read connections resolve them in its database (`Store.production_minutes`)."""
     params: dict[str, Any] = {}
     return f"SELECT uniqExact(minute) AS minutes FROM {ROLLUP_TABLE} WHERE {PRODUCTION.condition(params)}", params

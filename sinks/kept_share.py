@@ -1,8 +1,8 @@
 """The tail sampler's kept share by reason over a window, from the per-minute decision counts (`sampling_1m`).
 
-`kept_share_sql` returns the SQL and its `{name:Type}` parameters, like `ragmon.sinks.quality`, so `ragmon report`
-can send both through the read-only query path — to a running agent's API as well — where the tenant filter applies
-as for any query.
+`kept_share_sql` returns the SQL and its `{name:Type}` parameters, like `ragmon.sinks.quality`; `Store.kept_share`
+runs them as a caller's read, with the tenant filter, and `summarise`s the rows (the named read `kept_share` of
+`ragmon report`).
 """
 
 from __future__ import annotations

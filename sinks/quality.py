@@ -13,9 +13,9 @@ Both intervals are 95 % normal approximations, clipped to [0, 1] (every metric l
 scores there is no interval (None), and with few scores the interval is optimistic. Only online scores
 (`run_name = ''`) count; the day is the day the trace was scored (scores carry no trace start time).
 
-`quality_sql` returns the SQL and its `{name:Type}` parameters, so `ragmon report` can send both through the
-read-only query path — to a running agent's API (`POST /api/query` with `"params"`) as well — where the tenant filter
-applies as for any query.
+`quality_sql` returns the SQL and its `{name:Type}` parameters; `Store.quality` runs them as a caller's read, with
+the tenant filter, and `assemble_quality` turns the sums into estimates (the named read `quality` of `ragmon
+report`).
 """
 
 from __future__ import annotations

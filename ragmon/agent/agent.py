@@ -11,15 +11,12 @@ embedded store a second time.
 
 from __future__ import annotations
 
-import fcntl
 import functools
-import json
 import logging
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
@@ -27,13 +24,14 @@ from prometheus_client.registry import CollectorRegistry
 from ragmon.agent.alerting import AlertingService, start_alerting
 from ragmon.agent.api import ApiServer
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
+from ragmon.agent.ownership import DataDirLock
 from ragmon.agent.ports import check_ports_free
 from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.exposition import metrics_registry, render_metrics
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.dashboard import ReadKeys, ReviewerKeys, create_dashboard, create_review
-from ragmon.data_dir import AGENT_FILE, AGENT_LOCK_FILE, embedded_store
+from ragmon.data_dir import embedded_store
 from ragmon.drift import AlertsConfig
 from ragmon.health import HealthRegistry
 from ragmon.pipeline import JudgeEndpoints, Pipeline, pipeline_families
@@ -51,84 +49,11 @@ _P95_REFRESH_S = 10.0
 _REQUEST_HISTORY_S = 3600  # how far back a restarted sampler looks for each feature's recent requests
 
 
-class DataDirInUse(RuntimeError):
-    """Another process owns the data directory."""
-
-
 def split_host_port(address: str, what: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"{what} must be HOST:PORT, got {address!r}")
     return host or "127.0.0.1", int(port)
-
-
-class DataDirLock:
-    """An exclusive, process-lifetime lock on a data directory, with the owner's API address beside it."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self._file: IO[str] | None = None
-
-    def acquire(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        handle = open(self.data_dir / AGENT_LOCK_FILE, "a+")  # noqa: SIM115 - held for the process lifetime
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise DataDirInUse(f"{self.data_dir} is in use by {describe_owner(read_owner(self.data_dir))}") from None
-        self._file = handle
-
-    def publish(self, info: dict[str, Any]) -> None:
-        tmp = self.data_dir / f"{AGENT_FILE}.tmp"
-        tmp.write_text(json.dumps({"pid": os.getpid(), **info}))
-        os.replace(tmp, self.data_dir / AGENT_FILE)
-
-    def release(self) -> None:
-        if self._file is not None:
-            (self.data_dir / AGENT_FILE).unlink(missing_ok=True)
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
-
-
-def read_owner(data_dir: Path) -> dict[str, Any] | None:
-    try:
-        loaded = json.loads((data_dir / AGENT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
-
-
-def describe_owner(owner: dict[str, Any] | None) -> str:
-    """'ragmon process 1234 (dashboard and API at http://…)', for messages about a taken data directory."""
-    if not owner:
-        return "another ragmon process (it has not said where its API listens yet)"
-    described = f"ragmon process {owner.get('pid', '?')}"
-    if owner.get("api"):
-        described += f" (dashboard and API at {owner['api']})"
-    return described + "; stop it or pass another --data-dir"
-
-
-class DataDirUnavailable(RuntimeError):
-    """A data directory with no store in it, or owned by an agent that cannot be asked."""
-
-
-def claim_or_find_agent(data_dir: Path) -> DataDirLock | str:
-    """For commands that read a data directory (report, query, alerts, backeval): its lock when no agent runs
-    there — read the store directly, then release it — or else the running agent's API address, to ask instead
-    (an embedded store has one owner)."""
-    if not embedded_store(data_dir).exists() and read_owner(data_dir) is None:
-        raise DataDirUnavailable(f"no ragmon store in {data_dir} (run `ragmon serve` or `ragmon demo` first)")
-    lock = DataDirLock(data_dir)
-    try:
-        lock.acquire()
-    except DataDirInUse:
-        owner = read_owner(data_dir)
-        if not owner or "api" not in owner:
-            raise DataDirUnavailable(f"{data_dir} is owned by a running agent that published no API address") from None
-        return str(owner["api"])
-    return lock
 
 
 class Agent:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ragmon.agent.agent import Agent
+from ragmon.agent import Agent
 from ragmon.judges.registry import available as available_judges
 from ragmon.memory import format_size
 from ragmon.pricing import PriceFileError, load_price_table

@@ -94,7 +94,7 @@ def read_rows(args: argparse.Namespace, what: str, **params: Any) -> Any:
     api_key = args.api_key or _env_api_key()
     if settings.agent.clickhouse_url:
         return _read_store(settings, what, params)
-    from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
+    from ragmon.agent import DataDirUnavailable, claim_or_find_agent
 
     try:
         claimed = claim_or_find_agent(Path(settings.agent.data_dir))

@@ -292,7 +292,7 @@ def _store_side(clickhouse_url: str | None, data_dir: Path) -> tuple[Any, Any, s
     directly (several workers may); an embedded one directly when no agent runs there, holding the data
     directory's lock meanwhile (an agent starting then says the directory is in use, instead of failing on
     chDB's lock), else through the agent that owns it, as `ragmon report` and `query` do."""
-    from ragmon.agent.agent import claim_or_find_agent
+    from ragmon.agent import claim_or_find_agent
     from ragmon.pipeline import agent_store_side, open_store_side
 
     if clickhouse_url:

@@ -41,7 +41,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from ragmon.agent.agent import Agent, DataDirInUse
+    from ragmon.agent import Agent, DataDirInUse
     from ragmon.commands.check import config_error
 
     try:

@@ -70,7 +70,7 @@ def run_through_agent(
     offline embedder and generator); pass one configured like `run_app` when the app uses other components, so
     the baseline is the same app. `eval_run`: the app's traffic is that `ragmon eval run`'s, so the report shows
     that run (production views leave eval runs out)."""
-    from ragmon.agent.agent import Agent, DataDirInUse
+    from ragmon.agent import Agent, DataDirInUse
     from ragmon.commands import chosen_traffic, format_report
     from ragmon.settings import load_settings
 
@@ -185,7 +185,7 @@ def demo_alerts_config(judged_minutes: int) -> Any:
 
 def drift_alerts(agent: Any, out: TextIO, started_s: float, history_app: Callable[[str], object]) -> None:
     """Replay the history hour before the live run, evaluate once as of the end of the live minutes, print."""
-    from ragmon.agent.alerting import AlertingService
+    from ragmon.agent import AlertingService
     from ragmon.commands import collapse_alert_rows, format_alerts
     from ragmon.demo.history import HISTORY_SERVICE, history_requests, record_traces, send
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ragmon.agent.agent import DataDirUnavailable, claim_or_find_agent
+from ragmon.agent import DataDirUnavailable, claim_or_find_agent
 from ragmon.data_dir import embedded_store
 from ragmon.evaluation.errors import EvalInputError
 from ragmon.sinks import open_store

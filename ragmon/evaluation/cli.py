@@ -176,7 +176,7 @@ def _eval_run(args: argparse.Namespace) -> int:
 
 def _with_embedded_agent(data_dir: Path, drive: Any, eval_run: str) -> Any:
     """Run an agent on ``data_dir`` (every trace keeps its text), call ``drive(endpoint)``, wait until stored."""
-    from ragmon.agent.agent import DataDirInUse, DataDirLock, read_owner
+    from ragmon.agent import DataDirInUse, DataDirLock, read_owner
     from ragmon.demo.pipeline import run_through_agent
 
     probe = DataDirLock(data_dir)

@@ -1,6 +1,6 @@
 """The store as the sampling stage sees it: per-trace fragments of the spans just stored, the roll-up of ranges
 whose traces are decided, kept traces' payloads copied in the engine, the decision counts, and recent latency that
-tells the sampler what "slow" is (`ragmon.agent.sampling_loop`, `decisions`, `sampling_tally`, `agent`). These
+tells the sampler what "slow" is (`ragmon.pipeline.sampling_loop`, `decisions`, `sampling_tally`, `agent`). These
 reads use the read-only connection and no caller's budget: the agent's own, not a caller's."""
 
 from __future__ import annotations

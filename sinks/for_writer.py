@@ -19,7 +19,7 @@ from ragmon.sinks.store_base import StoreBase
 
 
 class WriterStore(Protocol):
-    """What the pipeline's store writer (`ragmon.agent.writer`) depends on."""
+    """What the pipeline's store writer (`ragmon.pipeline.writer`) depends on."""
 
     def insert_otlp(self, envelopes: Sequence[bytes], dedup_token: str) -> None: ...
 

@@ -1,8 +1,16 @@
-"""The store's schema: every table, view and TTL, generated in one place, and the versioned migrations.
+"""The store's schema as it is now (`SCHEMA_VERSION`): every table and view stated once, in `TABLES` and `VIEWS`.
 
-`spans` columns come from `ragmon.model.SPAN_COLUMNS`; the other tables are declared here as (name, type) tuples
-so inserts (`arrow.py`) and DDL share one definition. DDL is produced for a `Topology`: a single node (chDB
-or one ClickHouse server), or with `cluster` set a sharded, replicated ClickHouse cluster (below).
+A table's columns (with a comment on each line: `ragmon schema` prints them, `schema_doc.py`), engine, keys,
+partitions, TTL (how long per `Retention`), indexes and sharding key are its `Table`; `spans` and `span_content` take
+their columns from the span model (`ragmon.model.SPAN_COLUMNS`, `CONTENT_COLUMNS`), the other column lists are
+declared here as (name, type) tuples so inserts (`arrow.py`) and DDL share them. A new store is created from this
+(`create_statements`, run by `Store.migrate`); an older one is brought here by the migrations beside it
+(`ragmon.sinks.migrations`), and a test proves both give one schema. DDL is produced for a `Topology`: a single node
+(chDB or one ClickHouse server), or with `cluster` set a sharded, replicated ClickHouse cluster (below).
+
+To change the schema: change the definition here, add a migration that does the same to an older store and raise
+`SCHEMA_VERSION` (tests/sinks/test_schema_definition.py and tests/deploy/test_cluster_schema.py fail until the two
+agree); a new table also gets its line in `schema_doc.py` (listed, or not listed and why).
 
 A cluster (`Topology(cluster=NAME)`, `ragmon migrate --cluster NAME`). Every statement runs `ON CLUSTER NAME`.
 Each data table becomes two: `<name>_local`, a `Replicated*MergeTree` on every node holding that shard's rows
@@ -61,9 +69,8 @@ where ingest speed is won.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-
-from ragmon.sinks.backend import quote_string
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
@@ -116,7 +123,7 @@ PAYLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("answer", "String"),
     ("passages", "Array(Tuple(id String, score Nullable(Float32), text String))"),
     ("tool_calls", "Array(Tuple(name String, arguments String, result String))"),
-    # v4 (PAYLOAD_COLUMNS_V4): the answering LLM call's prompt, and what the judge's context is: 'passages'
+    # v4: the answering LLM call's prompt, and what the judge's context is: 'passages'
     # (retrieved), 'prompt' (no retrieval in the trace: the prompt's messages) or '' (neither was captured)
     ("messages", "Array(Tuple(role String, content String))"),
     ("context_source", "LowCardinality(String)"),
@@ -144,7 +151,7 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("cost_usd", "Nullable(Float64)"),
     ("run_name", "LowCardinality(String)"),  # '' for online judging; a name for back-evaluation runs
     ("scored_at", "DateTime64(3)"),
-    # v3 (SCORE_COLUMNS_V3): what the judge flagged and what the trace weighs.
+    # v3: what the judge flagged and what the trace weighs.
     ("flags", "Array(LowCardinality(String))"),  # refusal | noncommittal | unparseable_verdicts
     ("judge_calls", "UInt32"),  # judge calls behind this score (a repair retry is a second call)
     ("claim_flags", "Array(LowCardinality(String))"),  # one per claim, parallel to `claims`: '' | unparseable
@@ -155,12 +162,6 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     # v4: what the trace's answer was judged against (the payload's context_source; '' when not applicable)
     ("context_source", "LowCardinality(String)"),
 )
-SCORE_COLUMNS_V3 = SCORE_COLUMNS[-7:-1]
-SCORE_COLUMNS_V4 = SCORE_COLUMNS[-1:]
-# v9: a score carries its trace's eval run, so it stays apart from production after the payload it was found
-# through has expired (payloads keep 14 days, scores 180: `ragmon.sinks.traffic`)
-SCORE_COLUMNS_V9 = tuple(c for c in SCORE_COLUMNS if c[0] == "eval_run")
-PAYLOAD_COLUMNS_V4 = tuple(c for c in PAYLOAD_COLUMNS if c[0] in ("messages", "context_source"))
 
 ALERT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
@@ -242,61 +243,6 @@ HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
 
-# v7 keeps evaluation traffic apart: `eval_run` on spans, payloads, the rollups and the sampling counts. The rollup
-# tables are created as they were before it (v1, v2, v6) and v7 adds the column and appends it to their keys: an
-# AggregatingMergeTree merges rows by key, so a production minute and an eval run's minute must differ in the key.
-# v9 adds it to the scores too (`SCORE_COLUMNS_V9`), outside their key.
-EVAL_RUN_COLUMN = ("eval_run", "LowCardinality(String)")
-
-
-def _before_v7(columns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    return tuple(c for c in columns if c[0] != EVAL_RUN_COLUMN[0])
-
-
-# A cluster's data tables: the name readers and writers use (a `Distributed` table) → its sharding key. Each has a
-# `<name>_local` replicated table per shard under it. One key per trace, so a trace is whole on one shard.
-LOCAL_SUFFIX = "_local"
-TRACE_SHARDING_KEY = "cityHash64(trace_id)"
-_ROLLUP_SHARDING_KEY = "cityHash64(tenant, feature, stage, model)"  # only the v2 backfill writes through it
-SHARDING_KEYS: dict[str, str] = {
-    "spans": TRACE_SHARDING_KEY,
-    CONTENT_TABLE: TRACE_SHARDING_KEY,
-    "payloads": TRACE_SHARDING_KEY,
-    "scores": TRACE_SHARDING_KEY,
-    "alerts": "cityHash64(alert_id)",
-    ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
-    HOUR_ROLLUP_TABLE: _ROLLUP_SHARDING_KEY,
-    SAMPLING_TABLE: "cityHash64(tenant, feature)",
-    LABEL_WRITES_TABLE: TRACE_SHARDING_KEY,  # a label beside its trace's scores and its own audit rows
-    LABELS_TABLE: TRACE_SHARDING_KEY,
-}
-
-# Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
-# listed too: a SELECT from a view reads its target table under the view's name.
-OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (ragmon.sinks.otlp_views)
-OTLP_SPANS_VIEW = "otlp_spans_mv"
-OTLP_CONTENT_VIEW = "otlp_content_mv"
-TENANT_TABLES = (
-    OTLP_NORMALISE_VIEW,
-    OTLP_SPANS_VIEW,
-    OTLP_CONTENT_VIEW,
-    "spans",
-    CONTENT_TABLE,
-    "payloads",
-    "scores",
-    "alerts",
-    ROLLUP_TABLE,
-    HOUR_ROLLUP_TABLE,
-    f"{HOUR_ROLLUP_TABLE}_mv",
-    SAMPLING_TABLE,
-    LABEL_WRITES_TABLE,
-    LABELS_TABLE,
-    f"{LABELS_TABLE}_mv",
-    # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
-    *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
-)
-
-
 def quote_identifier(name: str) -> str:
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
@@ -363,6 +309,7 @@ class Ddl:
         order_by: str,
         partition_by: str | None,
         ttl: str | None,
+        primary_key: str | None = None,
         extra: tuple[str, ...] = (),
         settings: str = "",
     ) -> str:
@@ -372,30 +319,16 @@ class Ddl:
         if partition_by:
             parts.append(f"PARTITION BY {partition_by}")
         parts.append(f"ORDER BY ({order_by})")
+        if primary_key:
+            parts.append(f"PRIMARY KEY ({primary_key})")
         if ttl:
             parts.append(f"TTL {ttl}")
         parts.append(f"SETTINGS {self.dedup_settings()}{settings}index_granularity = 8192")
         return "\n".join(parts)
 
 
-def _ttl(column: str, amount: int, unit: str = "Day") -> str:
+def ttl_clause(column: str, amount: int, unit: str = "Day") -> str:
     return f"toDateTime({column}) + toInterval{unit}({int(amount)})"
-
-
-# (table, TTL time column, Retention field) — the single list `retention_statements` walks. A field ending in
-# `_hours` counts hours, every other one days.
-TTL_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("spans", "start_time", "spans_days"),
-    (CONTENT_TABLE, "inserted_at", "content_hours"),
-    ("payloads", "start_time", "payloads_days"),
-    ("scores", "scored_at", "scores_days"),
-    ("alerts", "fired_at", "alerts_days"),
-    (ROLLUP_TABLE, "minute", "rollups_days"),
-    (HOUR_ROLLUP_TABLE, "hour", "rollups_days"),
-    (SAMPLING_TABLE, "minute", "rollups_days"),
-    (LABEL_WRITES_TABLE, "labelled_at", "labels_days"),
-    (LABELS_TABLE, "labelled_at", "labels_days"),
-)
 
 
 # Time first: the report reads a time range (its edge minutes) across every key, so a key-first order made it
@@ -407,16 +340,69 @@ SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"
 SAMPLING_ORDER = f"{SAMPLING_ORDER_V6}, eval_run"
 
 
-def minute_rollup_table(ddl: Ddl, r: Retention, name: str) -> str:
-    """The minute rollup as v1–v6 created it (v7 adds `eval_run`)."""
-    return ddl.create_table(
-        name,
-        _before_v7(ROLLUP_COLUMNS),
-        engine=ddl.engine("AggregatingMergeTree", name),
-        partition_by="toYYYYMM(minute)",
-        order_by=ROLLUP_ORDER_V1,
-        ttl=_ttl("minute", r.rollups_days),
-    )
+LOCAL_SUFFIX = "_local"
+# Sharding keys on a cluster: one key per trace, so a trace's spans, text, payload, scores and labels are whole on
+# one shard (a re-sent span meets its duplicate there).
+TRACE_SHARDING_KEY = "cityHash64(trace_id)"
+_ROLLUP_SHARDING_KEY = "cityHash64(tenant, feature, stage, model)"  # only the v2 backfill writes through it
+# Whole day (or hour) partitions expire at once instead of being rewritten row by row.
+_DROP_WHOLE_PARTS = "ttl_only_drop_parts = 1, "
+Columns = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table as it is now: a new store is created from this (`create_statements`), an older one is brought
+    here by the migrations (`ragmon.sinks.migrations`). On a cluster it is `<name>_local`, replicated, on every
+    shard, under a `Distributed` table `<name>` sharded by `sharded_by` (`Ddl`)."""
+
+    name: str
+    columns: Columns  # what ragmon's writers insert, in this order
+    engine: str  # a MergeTree kind; Replicated… on a cluster
+    order_by: str
+    partition_by: str | None
+    ttl: tuple[str, str]  # (the time column, the `Retention` field that says how long rows stay)
+    sharded_by: str
+    version_column: str | None = None  # a ReplacingMergeTree keeps the row with the highest version
+    primary_key: str | None = None  # when shorter than the order
+    engine_columns: Columns = ()  # after `columns`, filled by the engine (DEFAULT, MATERIALIZED)
+    indexes: tuple[str, ...] = ()
+    settings: str = ""
+
+    def create(self, ddl: Ddl, retention: Retention) -> list[str]:
+        """The table on `ddl`'s topology (and the `Distributed` table over it on a cluster)."""
+        storage = ddl.create_table(
+            self.name,
+            (*self.columns, *self.engine_columns),
+            engine=ddl.engine(self.engine, self.name, *((self.version_column,) if self.version_column else ())),
+            partition_by=self.partition_by,
+            order_by=self.order_by,
+            primary_key=self.primary_key,
+            ttl=self.ttl_expression(retention),
+            extra=self.indexes,
+            settings=self.settings,
+        )
+        return [storage, *ddl.distributed(self.name)]
+
+    def ttl_expression(self, retention: Retention) -> str:
+        column, field_name = self.ttl
+        return ttl_clause(column, getattr(retention, field_name), "Hour" if field_name.endswith("_hours") else "Day")
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A materialized view: every block inserted into its source table goes through `select` into `target`. On a
+    cluster it is attached to the source's local table and writes the target's, on the shard the rows land on."""
+
+    name: str
+    target: str
+    select: Callable[[Ddl], str]  # over the storage tables (`Ddl.local`)
+
+    def create(self, ddl: Ddl) -> str:
+        return (
+            f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(self.name)}{ddl.on_cluster}"
+            f" TO {ddl.local(self.target)} AS\n{self.select(ddl)}"
+        )
 
 
 def _state(function: str, suffix: str) -> str:
@@ -424,84 +410,10 @@ def _state(function: str, suffix: str) -> str:
     return function.replace("(", f"{suffix}(", 1)
 
 
-def _v1(ddl: Ddl, r: Retention) -> list[str]:
-    day_parts = "ttl_only_drop_parts = 1, "
-    spans = ddl.create_table(
-        "spans",
-        SPAN_COLUMNS,
-        engine=ddl.engine("ReplacingMergeTree", "spans"),
-        partition_by="toYYYYMMDD(start_time)",
-        # Everything a duplicate of a span repeats; (trace_id, span_id) last makes the key unique per span.
-        order_by="tenant, feature, stage, start_time, trace_id, span_id",
-        ttl=_ttl("start_time", r.spans_days),
-        extra=("INDEX idx_trace_id trace_id TYPE bloom_filter(0.01) GRANULARITY 4",),
-        settings=day_parts,
-    )
-    payloads = ddl.create_table(
-        "payloads",
-        (*PAYLOAD_COLUMNS, ("inserted_at", "DateTime64(3) DEFAULT now64(3)")),
-        engine=ddl.engine("ReplacingMergeTree", "payloads", "inserted_at"),
-        partition_by="toYYYYMMDD(start_time)",
-        order_by="tenant, trace_id",
-        ttl=_ttl("start_time", r.payloads_days),
-        settings=day_parts,
-    )
-    scores = ddl.create_table(
-        "scores",
-        SCORE_COLUMNS,
-        # A re-judged (trace, metric, judge version, run) keeps its latest score.
-        engine=ddl.engine("ReplacingMergeTree", "scores", "scored_at"),
-        partition_by="toYYYYMM(scored_at)",
-        order_by="tenant, metric, trace_id, judge_version, run_name",
-        ttl=_ttl("scored_at", r.scores_days),
-    )
-    alerts = ddl.create_table(
-        "alerts",
-        ALERT_COLUMNS,
-        engine=ddl.engine("ReplacingMergeTree", "alerts"),
-        partition_by="toYYYYMM(fired_at)",
-        order_by="tenant, fired_at, alert_id, state",
-        ttl=_ttl("fired_at", r.alerts_days),
-    )
-    rollup = minute_rollup_table(ddl, r, ROLLUP_TABLE)
-    rollup_view = (
-        # On a cluster: attached to each shard's spans_local, writing that shard's spans_1m_local.
-        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
-        f" TO {ddl.local(ROLLUP_TABLE)} AS\n"
-        # Source columns are qualified (s.) because the output aliases reuse their names.
-        "SELECT s.tenant AS tenant, s.feature AS feature, s.stage AS stage, s.model AS model,\n"
-        "    toStartOfMinute(toDateTime(s.start_time)) AS minute,\n"
-        "    count() AS spans, countIf(s.status = 'error') AS errors,\n"
-        f"    {_state(DURATION_STATE, 'State')}(s.duration_ms) AS duration_q,\n"
-        f"    {_state(TTFT_STATE, 'State')}(s.ttft_ms) AS ttft_q,\n"
-        "    sum(s.input_tokens) AS input_tokens, sum(s.output_tokens) AS output_tokens,\n"
-        "    sum(s.cached_input_tokens) AS cached_input_tokens,\n"
-        "    sum(ifNull(s.cost_usd, 0)) AS cost_usd, countIf(s.cost_usd IS NOT NULL) AS cost_known\n"
-        f"FROM {ddl.local('spans')} AS s\n"
-        "GROUP BY tenant, feature, stage, model, minute"
-    )
-    return [
-        spans,
-        *ddl.distributed("spans"),
-        payloads,
-        *ddl.distributed("payloads"),
-        scores,
-        *ddl.distributed("scores"),
-        alerts,
-        *ddl.distributed("alerts"),
-        rollup,
-        *ddl.distributed(ROLLUP_TABLE),
-        rollup_view,
-    ]
-
-
-def hour_rollup_select(ddl: Ddl, source: str | None = None, *, eval_run: bool = True) -> str:
-    """Minute rows → hour rows, merging the quantile states (lossless for DDSketch); the hourly view's query (over
-    the storage table, `ddl.local`) and the v2 backfill (`source`: the whole cluster's minutes). `eval_run=False`:
-    as v2–v6 had it, before the rollups had that column."""
-    keep_apart = ", m.eval_run AS eval_run" if eval_run else ""
+def hour_rollup_select(ddl: Ddl) -> str:
+    """Minute rows → hour rows, merging the quantile states (lossless for DDSketch): the hourly view's query."""
     return (
-        f"SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model{keep_apart},\n"
+        "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model, m.eval_run AS eval_run,\n"
         "    toStartOfHour(m.minute) AS hour,\n"
         "    sum(m.spans) AS spans, sum(m.errors) AS errors,\n"
         f"    {_state(DURATION_STATE, 'MergeState')}(m.duration_q) AS duration_q,\n"
@@ -509,240 +421,185 @@ def hour_rollup_select(ddl: Ddl, source: str | None = None, *, eval_run: bool = 
         "    sum(m.input_tokens) AS input_tokens, sum(m.output_tokens) AS output_tokens,\n"
         "    sum(m.cached_input_tokens) AS cached_input_tokens,\n"
         "    sum(m.cost_usd) AS cost_usd, sum(m.cost_known) AS cost_known\n"
-        f"FROM {source or ddl.local(ROLLUP_TABLE)} AS m\n"
-        f"GROUP BY tenant, feature, stage, model{', eval_run' if eval_run else ''}, hour"
+        f"FROM {ddl.local(ROLLUP_TABLE)} AS m\n"
+        "GROUP BY tenant, feature, stage, model, eval_run, hour"
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """A migration statement that runs only when `only_if` (a SELECT of one 0/1 value) says 1 — for the steps
-    IF [NOT] EXISTS cannot make idempotent (a copy, an EXCHANGE). `only_if` is whole text, its values (the
-    database, a table, a key) quoted in: `ragmon migrate --print` prints it beside the DDL for an operator to run."""
-
-    sql: str
-    only_if: str
+def _label_select(ddl: Ddl) -> str:
+    names = ", ".join(quote_identifier(name) for name, _ in LABEL_COLUMNS)
+    return f"SELECT {names} FROM {ddl.local(LABEL_WRITES_TABLE)}"
 
 
-def _v2(ddl: Ddl, r: Retention) -> list[str | Step]:
-    # A v1 store's minute rollup is key-first (see ROLLUP_ORDER): copy it into a time-first table and swap them.
-    # Guarded by the live table's key, every step is safe to re-run after a crash at any point.
-    old_key = (
-        f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
-        f" AND name = '{ROLLUP_TABLE}' AND sorting_key != '{ROLLUP_ORDER_V1}'"
-    )
-    minutes, rebuilt = ddl.table(ROLLUP_TABLE), ddl.table(ROLLUP_TABLE + "_rebuilt")
-    # A cluster is created time-first by v1 (this layout is newer than the key-first order): nothing to rebuild.
-    rebuild: list[str | Step] = (
-        []
-        if ddl.topology.cluster
-        else [
-            Step(f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}", old_key),
-            Step(minute_rollup_table(ddl, r, ROLLUP_TABLE + "_rebuilt"), old_key),
-            Step(f"TRUNCATE TABLE {rebuilt}{ddl.on_cluster}", old_key),
-            Step(f"INSERT INTO {rebuilt} SELECT * FROM {minutes}", old_key),  # both as v1 made them
-            Step(f"EXCHANGE TABLES {minutes} AND {rebuilt}{ddl.on_cluster}", old_key),
-            f"DROP TABLE IF EXISTS {rebuilt}{ddl.on_cluster}",
-            _v1(ddl, r)[-1],  # the per-minute view again (CREATE … IF NOT EXISTS)
-        ]
-    )
-    content = ddl.create_table(
+# The schema, version SCHEMA_VERSION: every table and view of a store.
+TABLES: tuple[Table, ...] = (
+    Table(
+        "spans",
+        SPAN_COLUMNS,  # ragmon.model: the span model the normalising views produce
+        engine="ReplacingMergeTree",
+        # Everything a duplicate of a span repeats; (trace_id, span_id) last makes the key unique per span.
+        order_by="tenant, feature, stage, start_time, trace_id, span_id",
+        partition_by="toYYYYMMDD(start_time)",
+        ttl=("start_time", "spans_days"),
+        sharded_by=TRACE_SHARDING_KEY,
+        indexes=(
+            "INDEX idx_trace_id trace_id TYPE bloom_filter(0.01) GRANULARITY 4",
+            # The sampler reads `WHERE ingest_seq BETWEEN a AND b` on recent data: fresh parts hold narrow ranges.
+            "INDEX idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
+        ),
+        settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
         CONTENT_TABLE,
-        (
-            *CONTENT_COLUMNS,
+        CONTENT_COLUMNS,  # ragmon.model
+        engine="ReplacingMergeTree",
+        order_by="tenant, trace_id, span_id",
+        # Hourly partitions so the short TTL drops whole parts instead of rewriting them.
+        partition_by="toStartOfHour(inserted_at)",
+        ttl=("inserted_at", "content_hours"),
+        sharded_by=TRACE_SHARDING_KEY,
+        engine_columns=(
             ("inserted_at", "DateTime DEFAULT now()"),
             # Computed once on insert so the sampler's per-range summary never reads the text itself.
             ("content_bytes", "UInt64 MATERIALIZED arraySum(arrayMap(v -> length(v), mapValues(content)))"),
         ),
-        engine=ddl.engine("ReplacingMergeTree", CONTENT_TABLE),
-        # Hourly partitions so the short TTL drops whole parts instead of rewriting them.
-        partition_by="toStartOfHour(inserted_at)",
-        order_by="tenant, trace_id, span_id",
-        ttl=_ttl("inserted_at", r.content_hours, "Hour"),
-        extra=("INDEX idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",),
-        settings="ttl_only_drop_parts = 1, ",
-    )
-    hours = ddl.create_table(
-        HOUR_ROLLUP_TABLE,
-        _before_v7(HOUR_ROLLUP_COLUMNS),
-        engine=ddl.engine("AggregatingMergeTree", HOUR_ROLLUP_TABLE),
-        partition_by="toYYYYMM(hour)",
-        order_by=ROLLUP_ORDER_V1.replace("minute", "hour"),
-        ttl=_ttl("hour", r.rollups_days),
-    )
-    hour_table = ddl.table(HOUR_ROLLUP_TABLE)
-    # Start-up runs migrations before any insert, so backfill-then-view loses nothing; the emptiness guard makes a
-    # re-run after a crash between the two statements a no-op instead of a double count. On a cluster it reads
-    # every shard's minutes and writes through the Distributed hour table (one statement, not one per shard).
-    backfill = (
-        f"INSERT INTO {hour_table}\n{hour_rollup_select(ddl, ddl.table(ROLLUP_TABLE), eval_run=False)}\n"
-        f"HAVING (SELECT count() FROM {hour_table}) = 0"
-    )
-    hour_view = (
-        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(HOUR_ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"
-        f" TO {ddl.local(HOUR_ROLLUP_TABLE)} AS\n{hour_rollup_select(ddl, eval_run=False)}"
-    )
-    return [
-        *ddl.alter_columns("spans", "ADD COLUMN IF NOT EXISTS ingest_seq UInt64"),
-        # The sampler reads `WHERE ingest_seq BETWEEN a AND b` on recent data: fresh parts hold narrow seq ranges.
-        f"ALTER TABLE {ddl.local('spans')}{ddl.on_cluster}"
-        " ADD INDEX IF NOT EXISTS idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
-        *ddl.alter_columns(
-            "payloads",
-            "ADD COLUMN IF NOT EXISTS sampling_reasons Array(LowCardinality(String)) AFTER sampling_reason",
-        ),
-        content,
-        *ddl.distributed(CONTENT_TABLE),
-        *rebuild,
-        hours,
-        *ddl.distributed(HOUR_ROLLUP_TABLE),
-        backfill,
-        hour_view,
-    ]
-
-
-def _added_columns(
-    ddl: Ddl, table: str, added: tuple[tuple[str, str], ...], columns: tuple[tuple[str, str], ...]
-) -> list[str]:
-    """ALTERs that add `added` to `table`, each after the column it follows in `columns` (the table's full column
-    list), so an upgraded table has the column order of a fresh one. IF NOT EXISTS: no-ops where they are."""
-    names = [name for name, _ in columns]
-    return [
-        statement
-        for name, ch_type in added
-        for statement in ddl.alter_columns(
-            table, f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {names[names.index(name) - 1]}"
-        )
-    ]
-
-
-def _v3(ddl: Ddl) -> list[str]:
-    """The scores columns v1 lacked (a fresh store has them from v1, so these are no-ops there). Additive: older
-    rows read the defaults — no flags, no claim evidence, an unknown inclusion probability (NULL)."""
-    return _added_columns(ddl, "scores", SCORE_COLUMNS_V3, SCORE_COLUMNS)
-
-
-def _v4(ddl: Ddl) -> list[str]:
-    """The content model's payload columns and the score's context source (no-ops on a store created at v4)."""
-    return [
-        *_added_columns(ddl, "payloads", PAYLOAD_COLUMNS_V4, PAYLOAD_COLUMNS),
-        *_added_columns(ddl, "scores", SCORE_COLUMNS_V4, SCORE_COLUMNS),
-    ]
-
-
-def _v5(ddl: Ddl) -> list[str]:
-    """The minute rollup is fed by the agent once a range's traces are decided (`sinks/rollup_sql.py`: one call per
-    nested run of a stage), no longer by a view on every inserted span. Spans stored before this ran were counted
-    by the view; the agent starts rolling up after the last of them (`ragmon.pipeline.rollups`)."""
-    return [f"DROP VIEW IF EXISTS {ddl.table(ROLLUP_TABLE + '_mv')}{ddl.on_cluster}"]
-
-
-def _v6(ddl: Ddl, r: Retention) -> list[str]:
-    """The sampler's decisions per minute (`SAMPLING_TABLE`): counted from this version on, not back-filled."""
-    table = ddl.create_table(
-        SAMPLING_TABLE,
-        _before_v7(SAMPLING_COLUMNS),
-        engine=ddl.engine("AggregatingMergeTree", SAMPLING_TABLE),
+        indexes=("INDEX idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",),
+        settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
+        "payloads",
+        PAYLOAD_COLUMNS,
+        engine="ReplacingMergeTree",
+        version_column="inserted_at",  # a trace copied again keeps its latest copy
+        order_by="tenant, trace_id",
+        partition_by="toYYYYMMDD(start_time)",
+        ttl=("start_time", "payloads_days"),
+        sharded_by=TRACE_SHARDING_KEY,
+        engine_columns=(("inserted_at", "DateTime64(3) DEFAULT now64(3)"),),
+        settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
+        "scores",
+        SCORE_COLUMNS,
+        # A re-judged (trace, metric, judge version, run) keeps its latest score.
+        engine="ReplacingMergeTree",
+        version_column="scored_at",
+        order_by="tenant, metric, trace_id, judge_version, run_name",
+        partition_by="toYYYYMM(scored_at)",
+        ttl=("scored_at", "scores_days"),
+        sharded_by=TRACE_SHARDING_KEY,
+    ),
+    Table(
+        "alerts",
+        ALERT_COLUMNS,
+        engine="ReplacingMergeTree",
+        order_by="tenant, fired_at, alert_id, state",
+        partition_by="toYYYYMM(fired_at)",
+        ttl=("fired_at", "alerts_days"),
+        sharded_by="cityHash64(alert_id)",  # deterministic, so a re-sent alert row collapses too
+    ),
+    Table(
+        ROLLUP_TABLE,
+        ROLLUP_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=ROLLUP_ORDER,
+        # v7 appended eval_run to the order of tables made with ROLLUP_ORDER_V1, and ClickHouse keeps a table's
+        # primary key when its order grows: a new table states the same key, so both are one schema.
+        primary_key=ROLLUP_ORDER_V1,
         partition_by="toYYYYMM(minute)",
-        order_by=SAMPLING_ORDER_V6,
-        ttl=_ttl("minute", r.rollups_days),
-    )
-    return [table, *ddl.distributed(SAMPLING_TABLE)]
-
-
-def _keyed_eval_run(ddl: Ddl, table: str, columns: tuple[tuple[str, str], ...], order: str) -> list[str | Step]:
-    """`eval_run` added to an aggregating table and appended to its key in one ALTER (ClickHouse lets a key grow
-    only by columns added in the same statement; metadata only, no rows rewritten: old rows read '', production).
-    Guarded by the live key, so a re-run after a crash skips what is done."""
-    names = [name for name, _ in columns]
-    after = names[names.index(EVAL_RUN_COLUMN[0]) - 1]
-    add = f"ADD COLUMN IF NOT EXISTS {EVAL_RUN_COLUMN[0]} {EVAL_RUN_COLUMN[1]} AFTER {after}"
-    storage = ddl.storage_name(table)
-    old_key = (
-        f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
-        f" AND name = {quote_string(storage)} AND sorting_key != {quote_string(order)}"
-    )
-    alter = f"ALTER TABLE {ddl.local(table)}{ddl.on_cluster} {add}, MODIFY ORDER BY ({order})"
-    steps: list[str | Step] = [Step(alter, old_key)]
-    if ddl.topology.cluster:  # the Distributed table over it has no key, only the columns
-        steps.append(f"ALTER TABLE {ddl.table(table)}{ddl.on_cluster} {add}")
-    return steps
-
-
-def _v7(ddl: Ddl) -> list[str | Step]:
-    """Evaluation traffic apart from production: `eval_run` on spans and payloads (old rows read '', production),
-    and in the keys of the rollups and the sampling counts; the hourly view is made again to carry it."""
-    added = (EVAL_RUN_COLUMN,)
-    hour_view = ddl.table(HOUR_ROLLUP_TABLE + "_mv")
-    return [
-        *_added_columns(ddl, "spans", added, SPAN_COLUMNS),
-        *_added_columns(ddl, "payloads", added, PAYLOAD_COLUMNS),
-        *_keyed_eval_run(ddl, ROLLUP_TABLE, ROLLUP_COLUMNS, ROLLUP_ORDER),
-        *_keyed_eval_run(ddl, HOUR_ROLLUP_TABLE, HOUR_ROLLUP_COLUMNS, ROLLUP_ORDER.replace("minute", "hour")),
-        *_keyed_eval_run(ddl, SAMPLING_TABLE, SAMPLING_COLUMNS, SAMPLING_ORDER),
-        # Migrations run before the agent inserts anything, so no minute row lands between these two.
-        f"DROP VIEW IF EXISTS {hour_view}{ddl.on_cluster}",
-        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {hour_view}{ddl.on_cluster}"
-        f" TO {ddl.local(HOUR_ROLLUP_TABLE)} AS\n{hour_rollup_select(ddl)}",
-    ]
-
-
-def _v8(ddl: Ddl, r: Retention) -> list[str]:
-    """People's labels (`LABEL_COLUMNS`): the audit log of every write, the latest label per (tenant, trace,
-    metric, reviewer), and the view between them — so one INSERT records a label and its audit row together."""
-    writes = ddl.create_table(
+        ttl=("minute", "rollups_days"),
+        sharded_by=_ROLLUP_SHARDING_KEY,
+    ),
+    Table(
+        HOUR_ROLLUP_TABLE,
+        HOUR_ROLLUP_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=ROLLUP_ORDER.replace("minute", "hour"),
+        primary_key=ROLLUP_ORDER_V1.replace("minute", "hour"),  # as the minute rollup's
+        partition_by="toYYYYMM(hour)",
+        ttl=("hour", "rollups_days"),
+        sharded_by=_ROLLUP_SHARDING_KEY,
+    ),
+    Table(
+        SAMPLING_TABLE,
+        SAMPLING_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=SAMPLING_ORDER,
+        primary_key=SAMPLING_ORDER_V6,  # as the minute rollup's
+        partition_by="toYYYYMM(minute)",
+        ttl=("minute", "rollups_days"),
+        sharded_by="cityHash64(tenant, feature)",
+    ),
+    Table(
         LABEL_WRITES_TABLE,
         LABEL_COLUMNS,
-        engine=ddl.engine("MergeTree", LABEL_WRITES_TABLE),
-        partition_by="toYYYYMM(labelled_at)",
+        engine="MergeTree",  # the audit: never replaced
         order_by=f"{LABEL_ORDER}, labelled_at",
-        ttl=_ttl("labelled_at", r.labels_days),
-    )
-    labels = ddl.create_table(
+        partition_by="toYYYYMM(labelled_at)",
+        ttl=("labelled_at", "labels_days"),
+        sharded_by=TRACE_SHARDING_KEY,  # a label beside its trace's scores and its own audit rows
+    ),
+    Table(
         LABELS_TABLE,
         LABEL_COLUMNS,
         # A re-label by the same reviewer replaces theirs; another reviewer's label of the trace stays beside it.
-        engine=ddl.engine("ReplacingMergeTree", LABELS_TABLE, "labelled_at"),
-        partition_by=None,  # a label moved across months must still meet the one it replaces
+        engine="ReplacingMergeTree",
+        version_column="labelled_at",
         order_by=LABEL_ORDER,
-        ttl=_ttl("labelled_at", r.labels_days),
-    )
-    names = ", ".join(quote_identifier(name) for name, _ in LABEL_COLUMNS)
-    view = (
-        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table(LABELS_TABLE + '_mv')}{ddl.on_cluster}"
-        f" TO {ddl.local(LABELS_TABLE)} AS\nSELECT {names} FROM {ddl.local(LABEL_WRITES_TABLE)}"
-    )
-    return [writes, *ddl.distributed(LABEL_WRITES_TABLE), labels, *ddl.distributed(LABELS_TABLE), view]
+        partition_by=None,  # a label moved across months must still meet the one it replaces
+        ttl=("labelled_at", "labels_days"),
+        sharded_by=TRACE_SHARDING_KEY,
+    ),
+)
+VIEWS: tuple[View, ...] = (
+    # The minute rollup is written by the agent once the sampler has decided a range (`rollup_sql.py`); the hours
+    # follow from the minutes, a few hundred rows per insert.
+    View(f"{HOUR_ROLLUP_TABLE}_mv", HOUR_ROLLUP_TABLE, hour_rollup_select),
+    # One INSERT into the audit log records a label and makes it the reviewer's latest.
+    View(f"{LABELS_TABLE}_mv", LABELS_TABLE, _label_select),
+)
 
 
-def _v9(ddl: Ddl) -> list[str]:
-    """A score's own `eval_run` (no-op on a store created at v9). Not in the key: a trace belongs to one run, so
-    the column never tells two versions of a score apart. Rows scored before it read '' and are told apart by
-    their trace's payload while it lasts (`ragmon.sinks.traffic.Traffic.scores_condition`)."""
-    return _added_columns(ddl, "scores", SCORE_COLUMNS_V9, SCORE_COLUMNS)
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    description: str
-    statements: tuple[str | Step, ...]
-
-
-def migrations(topology: Topology, retention: Retention) -> list[Migration]:
-    """All migrations in order. Statements are idempotent (IF NOT EXISTS) so a crash mid-migration can re-run."""
+def create_statements(topology: Topology, retention: Retention) -> list[str]:
+    """The DDL of a new store: every table, then every view (after the database and ledger, `bootstrap_statements`)."""
     ddl = Ddl(topology)
-    return [
-        Migration(1, "spans, payloads, scores, alerts, per-minute rollup", tuple(_v1(ddl, retention))),
-        Migration(2, "ingest_seq, span_content, sampling_reasons, hourly rollup", tuple(_v2(ddl, retention))),
-        Migration(3, "scores: flags, judge calls, per-claim flags and support, sampling weight", tuple(_v3(ddl))),
-        Migration(4, "payloads: prompt messages, context source; scores: context source", tuple(_v4(ddl))),
-        Migration(5, "minute rollup fed by the agent after sampling (one call per nested run)", tuple(_v5(ddl))),
-        Migration(6, "sampling decisions per minute, by outcome and first reason", tuple(_v6(ddl, retention))),
-        Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
-        Migration(8, "labels of kept traces by people, and the log of every label written", tuple(_v8(ddl, retention))),
-        Migration(9, "scores: eval_run, the trace's evaluation run ('' = production)", tuple(_v9(ddl))),
-    ]
+    return [*(s for table in TABLES for s in table.create(ddl, retention)), *(view.create(ddl) for view in VIEWS)]
+
+
+# A cluster's data tables: the name readers and writers use (a `Distributed` table) → its sharding key. Each has a
+# `<name>_local` replicated table per shard under it.
+SHARDING_KEYS: dict[str, str] = {table.name: table.sharded_by for table in TABLES}
+
+# (table, TTL time column, Retention field) — the single list `retention_statements` walks. A field ending in
+# `_hours` counts hours, every other one days.
+TTL_COLUMNS: tuple[tuple[str, str, str], ...] = tuple((table.name, *table.ttl) for table in TABLES)
+
+# Tables whose rows carry a tenant: the read-only query helper filters each of them. Materialised views are
+# listed too: a SELECT from a view reads its target table under the view's name.
+OTLP_NORMALISE_VIEW = "otlp_norm_mv"  # the views that normalise OTLP input (ragmon.sinks.otlp_views)
+OTLP_SPANS_VIEW = "otlp_spans_mv"
+OTLP_CONTENT_VIEW = "otlp_content_mv"
+TENANT_TABLES = (
+    OTLP_NORMALISE_VIEW,
+    OTLP_SPANS_VIEW,
+    OTLP_CONTENT_VIEW,
+    "spans",
+    CONTENT_TABLE,
+    "payloads",
+    "scores",
+    "alerts",
+    ROLLUP_TABLE,
+    HOUR_ROLLUP_TABLE,
+    f"{HOUR_ROLLUP_TABLE}_mv",
+    SAMPLING_TABLE,
+    LABEL_WRITES_TABLE,
+    LABELS_TABLE,
+    f"{LABELS_TABLE}_mv",
+    # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
+    *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
+)
+
+
 
 
 def bootstrap_statements(topology: Topology) -> list[str]:
@@ -759,11 +616,15 @@ def bootstrap_statements(topology: Topology) -> list[str]:
     return [ddl.create_database(), ledger]
 
 
+def table_named(name: str) -> Table:
+    for table in TABLES:
+        if table.name == name:
+            return table
+    raise KeyError(name)
+
+
 def ttl_expression(table: str, retention: Retention) -> str:
-    for name, column, field_name in TTL_COLUMNS:
-        if name == table:
-            return _ttl(column, getattr(retention, field_name), "Hour" if field_name.endswith("_hours") else "Day")
-    raise KeyError(table)
+    return table_named(table).ttl_expression(retention)
 
 
 def retention_statement(topology: Topology, table: str, retention: Retention) -> str:

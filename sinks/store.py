@@ -15,6 +15,7 @@ module that also states, as a Protocol, what its reader depends on:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,15 @@ from ragmon.sinks.for_report import ReportMethods
 from ragmon.sinks.for_review import ReviewMethods
 from ragmon.sinks.for_sampler import SamplerMethods
 from ragmon.sinks.for_writer import WriterMethods
+from ragmon.sinks.migrations import Step, migrations
 from ragmon.sinks.read_budget import QueryBudgets
 from ragmon.sinks.schema import (
     SCHEMA_VERSION,
     TTL_COLUMNS,
     Retention,
-    Step,
     Topology,
     bootstrap_statements,
-    migrations,
+    create_statements,
     retention_statement,
     ttl_expression,
 )
@@ -47,27 +48,49 @@ class Store(WriterMethods, SamplerMethods, JudgeMethods, ReportMethods, ReviewMe
     reader's methods (see the module), `StoreBase` what they share."""
 
     def migrate(self) -> int:
-        """Apply pending migrations in order, record each in `schema_migrations`, align TTLs. Returns the version."""
+        """Bring the store to the current schema, record it in `schema_migrations`, align TTLs. Returns the version.
+
+        A new store (nothing recorded, no table yet) is created from the schema's definition and recorded at every
+        version; any other runs the migrations its ledger lacks, in order (`ragmon.sinks.migrations`)."""
         for statement in bootstrap_statements(self.topology):
             self.backend.execute(statement)
         self.backend.use_database(self.topology.database)
         ledger = self._ddl.table("schema_migrations")
         applied = {row["version"] for row in self._select(f"SELECT version FROM {ledger} FINAL")}
-        for migration in migrations(self.topology, self.retention):
+        pending = migrations(self.topology, self.retention)
+        # The definition is the schema the whole list builds (a shorter one, a test's, builds its own).
+        new = not applied and pending[-1].version == SCHEMA_VERSION and not self._has_tables()
+        if new:
+            for statement in create_statements(self.topology, self.retention):
+                self.backend.execute(statement)
+        for migration in pending:
             if migration.version in applied:
                 continue
-            for step in migration.statements:
-                if isinstance(step, Step):
-                    if not self.backend.select(step.only_if).column(0)[0].as_py():
-                        continue
-                    step = step.sql
-                self.backend.execute(step)
+            if not new:
+                self._run(migration.statements)
             self.backend.execute(
                 f"INSERT INTO {ledger} (version, description) VALUES ({{v:UInt32}}, {{d:String}})",
                 {"v": migration.version, "d": migration.description},
             )
         self._apply_retention()
         return max(applied | {SCHEMA_VERSION})
+
+    def _has_tables(self) -> bool:
+        """Whether the database holds a table besides the ledger (a store made by an older ragmon, or one whose
+        creation was cut short: the migrations bring either here, their statements being no-ops where done)."""
+        rows = self._select(
+            "SELECT count() AS n FROM system.tables WHERE database = {db:String} AND name != 'schema_migrations'",
+            {"db": self.topology.database},
+        )
+        return bool(rows[0]["n"])
+
+    def _run(self, statements: Sequence[str | Step]) -> None:
+        for step in statements:
+            if isinstance(step, Step):
+                if not self.backend.select(step.only_if).column(0)[0].as_py():
+                    continue
+                step = step.sql
+            self.backend.execute(step)
 
     def _apply_retention(self) -> None:
         rows = self._select(

@@ -1,12 +1,14 @@
 """`ragmon migrate`: print or apply the store's schema for a single node or a named ClickHouse cluster.
 
-The statements come from the one schema source (`ragmon.sinks.schema.migrations` for a `Topology`), so the cluster DDL
-and the embedded store's DDL can never drift apart. With `--cluster NAME` every statement runs `ON CLUSTER NAME`:
-each data table is a `Replicated*MergeTree` `<table>_local` on every shard, under a `Distributed` table of the
-plain name sharded by `cityHash64(trace_id)`, and the rollup views are attached to the local tables (the layout is
-explained in `sinks/schema.py` and `deploy/README.md`). Applying goes through `sinks.Store.migrate`, the same
-ledger-guarded, re-runnable path the agent takes at start-up; the server named by `--clickhouse-url` queues the
-`ON CLUSTER` statements for every node (ClickHouse's distributed DDL, which needs Keeper).
+The statements come from the one schema source (`ragmon.sinks.schema`, the migrations beside it, for a `Topology`),
+so the cluster DDL and the embedded store's DDL can never drift apart. With `--cluster NAME` every statement runs
+`ON CLUSTER NAME`: each data table is a `Replicated*MergeTree` `<table>_local` on every shard, under a `Distributed`
+table of the plain name sharded by `cityHash64(trace_id)`, and the rollup views are attached to the local tables
+(the layout is explained in `sinks/schema.py` and `deploy/README.md`). Applying goes through `sinks.Store.migrate`,
+the same ledger-guarded, re-runnable path the agent takes at start-up (a new store is created from the schema's
+definition, an older one runs the migrations its ledger lacks); the server named by `--clickhouse-url` queues the
+`ON CLUSTER` statements for every node (ClickHouse's distributed DDL, which needs Keeper). `--print` prints every
+migration in order: run on any store, of any version or none, it gives the same schema.
 
 Argument definitions import only the standard library; the store is imported when the command runs.
 """
@@ -33,8 +35,10 @@ def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def schema_sql(cluster: str | None, database: str = "ragmon") -> list[str]:
-    """Every statement a fresh store runs, in order, as SQL text (guarded steps carry their guard as a comment)."""
-    from ragmon.sinks.schema import Retention, Step, Topology, bootstrap_statements, migrations
+    """Every migration's statements, in order, as SQL text (guarded steps carry their guard as a comment): what
+    brings a store of any version, or none, to the current schema, for an operator to run."""
+    from ragmon.sinks.migrations import Step, migrations
+    from ragmon.sinks.schema import Retention, Topology, bootstrap_statements
 
     topology = Topology(database=database, cluster=cluster)
     out = list(bootstrap_statements(topology))

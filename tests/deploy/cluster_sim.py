@@ -13,6 +13,7 @@ arguments) and gives the plain MergeTrees the deduplication window the replicate
 chDB runs one engine per process, with the configuration it was started with, so this runs in a subprocess:
 
     python -m tests.deploy.cluster_sim WORK_DIR CLUSTER DATABASE   # prints one JSON object of observations
+    python -m tests.deploy.cluster_sim WORK_DIR CLUSTER DATABASE layouts   # the schema each way of making it gives
 """
 
 from __future__ import annotations
@@ -63,25 +64,72 @@ def to_engine_variant(statement: str, cluster: str) -> str:
     return replicated
 
 
-def _store(work: Path, cluster: str, database: str) -> Any:
+class KeeperlessBackend:
+    """The embedded engine, running each statement as one node without a Keeper runs it (`to_engine_variant`): so
+    `Store.migrate` can run with a cluster `Topology`, as the agent and `ragmon migrate --cluster` run it."""
+
+    def __init__(self, backend: Any, cluster: str) -> None:
+        self._backend = backend
+        self._cluster = cluster
+
+    def execute(self, sql: str, params: Any = None, settings: Any = None) -> None:
+        self._backend.execute(to_engine_variant(sql, self._cluster), params, settings)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+
+def _engine(work: Path, cluster: str) -> Any:
+    """The embedded engine started with a one-shard cluster in its configuration: its backend."""
     from chdb import state
     from ragmon.sinks.chdb_backend import ChdbBackend
-    from ragmon.sinks.schema import Topology
-    from ragmon.sinks.store import Store
-
-    from ragmon.commands.migrate import schema_sql
 
     engine = work / "chdb"
     config = work / "cluster.xml"
     config.write_text(CONFIG.format(cluster=cluster, port=TCP_PORT))
     # The first connection starts the engine with the cluster configuration; the store's own connections join it.
     starter = state.connect(f"{engine}?config-file={config}")
-    store = Store(ChdbBackend(engine), Topology(database=database))
+    backend = ChdbBackend(engine)
+    starter.close()
+    return backend
+
+
+def _store(work: Path, cluster: str, database: str) -> Any:
+    from ragmon.sinks.schema import Topology
+    from ragmon.sinks.store import Store
+
+    from ragmon.commands.migrate import schema_sql
+
+    store = Store(_engine(work, cluster), Topology(database=database))
     for statement in executable(schema_sql(cluster, database)):
         store.backend.execute(to_engine_variant(statement, cluster))
     store.backend.use_database(database)  # as `open_store` does: `ragmon query` names tables unqualified
-    starter.close()
     return store
+
+
+def layouts(work: Path, cluster: str, database: str) -> dict[str, Any]:
+    """The cluster schema made three ways, each database's layout: `Store.migrate` on a new cluster (created from
+    the schema's definition), `Store.migrate` on a cluster at v1 (migrated), and `ragmon migrate --cluster --print`'s
+    DDL run statement by statement (every migration in turn)."""
+    from ragmon.sinks.migrations import migrations
+    from ragmon.sinks.schema import Retention, Topology, bootstrap_statements
+    from ragmon.sinks.store import Store
+
+    from tests.support.schema_layout import layout
+
+    printed = _store(work, cluster, f"{database}_printed")
+    backend = KeeperlessBackend(printed.backend, cluster)
+    new = Store(backend, Topology(database=f"{database}_new", cluster=cluster))
+    new.migrate()
+    old = Store(backend, Topology(database=f"{database}_v1", cluster=cluster))
+    (v1, *_) = migrations(old.topology, Retention())
+    for statement in (*bootstrap_statements(old.topology), *v1.statements):
+        backend.execute(str(statement))
+    backend.execute(f"INSERT INTO `{database}_v1`.schema_migrations (version, description) VALUES (1, 'v1')")
+    old.migrate()
+    out = {name: layout(printed.backend, f"{database}_{name}") for name in ("new", "v1", "printed")}
+    printed.close()
+    return out
 
 
 def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
@@ -162,4 +210,5 @@ def observe(work: Path, cluster: str, database: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     work_dir, cluster_name, database_name = sys.argv[1:4]
-    print(json.dumps(observe(Path(work_dir), cluster_name, database_name), default=str))
+    run = layouts if sys.argv[4:] == ["layouts"] else observe
+    print(json.dumps(run(Path(work_dir), cluster_name, database_name), default=str))

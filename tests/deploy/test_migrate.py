@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from ragmon.sinks import Store, open_store
+from ragmon.sinks.migrations import Step, migrations
 from ragmon.sinks.schema import (
     CONTENT_TABLE,
     DEDUP_WINDOW_BLOCKS,
@@ -21,9 +22,7 @@ from ragmon.sinks.schema import (
     TENANT_TABLES,
     TTL_COLUMNS,
     Retention,
-    Step,
     Topology,
-    migrations,
     retention_statement,
     ttl_expression,
 )

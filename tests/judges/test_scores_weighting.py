@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from ragmon.sinks import Store, open_store
+from ragmon.sinks.migrations import SCORE_COLUMNS_V3
 from ragmon.sinks.quality import assemble_quality, kept_estimate, quality_sql, weighted_estimate
-from ragmon.sinks.schema import SCHEMA_VERSION, SCORE_COLUMNS_V3
+from ragmon.sinks.schema import SCHEMA_VERSION
 
 from ragmon.commands.report import format_quality
 from ragmon.pipeline.judge_store import StoreScoreSink

@@ -17,7 +17,8 @@ from ragmon.judges.queue import JudgeQueue, Kept
 from ragmon.judges.types import MetricResult, RagSample
 from ragmon.judges.worker import JudgeWorker, WorkerConfig
 from ragmon.sinks.errors import StoreError
-from ragmon.sinks.schema import SCORE_COLUMNS, SCORE_COLUMNS_V3
+from ragmon.sinks.migrations import SCORE_COLUMNS_V3
+from ragmon.sinks.schema import SCORE_COLUMNS
 
 from ragmon.pipeline.judge_store import StoredPayload, StoreScoreSink
 from ragmon.pricing import default_price_table

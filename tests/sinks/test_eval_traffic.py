@@ -12,7 +12,8 @@ import pytest
 from ragmon.sinks import Retention, Store, Topology, open_store
 from ragmon.sinks.arrow import to_table
 from ragmon.sinks.chdb_backend import ChdbBackend
-from ragmon.sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, SCORE_COLUMNS, migrations
+from ragmon.sinks.migrations import migrations
+from ragmon.sinks.schema import ROLLUP_ORDER, SAMPLING_ORDER, SCORE_COLUMNS
 from ragmon.sinks.traffic import EVALUATION, PRODUCTION, Traffic
 
 from ragmon.model import SPAN_COLUMNS

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from ragmon.sinks import Retention, Store, Topology, open_store
 from ragmon.sinks.arrow import to_table
+from ragmon.sinks.migrations import Step, migrations
 from ragmon.sinks.schema import (
     ROLLUP_ORDER,
     ROLLUP_ORDER_V1,
     SCHEMA_VERSION,
     TTL_COLUMNS,
-    Step,
     bootstrap_statements,
-    migrations,
 )
 
 from ragmon.model import SPAN_COLUMNS

@@ -33,6 +33,14 @@ class TableDoc:
     example: str
 
 
+# Tables, their columns and how long rows stay come from the schema's definition (`schema.TABLES`); every table of
+# the definition is listed by `tables()` or here, with the reason it is not (tests/sinks/test_schema_definition.py).
+NOT_LISTED: dict[str, str] = {
+    schema.CONTENT_TABLE: "the captured text of every span, held for the sampler's decision only",
+    schema.HOUR_ROLLUP_TABLE: f"described with `{schema.ROLLUP_TABLE}`: the same per hour",
+}
+
+
 def _notes(module: ModuleType, list_name: str) -> dict[str, str]:
     """Column → the comment on its line in the assignment of `list_name` in `module`'s source."""
     lines = inspect.getsource(module).splitlines()
@@ -59,71 +67,73 @@ def _rollup_notes(columns: tuple[tuple[str, str], ...]) -> dict[str, str]:
     return notes
 
 
+def _column_notes(columns: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The notes of the column list the definition gives a table (found by identity in the modules declaring them)."""
+    for module in (model, schema):
+        for list_name, value in vars(module).items():
+            if value is columns:
+                return _notes(module, list_name)
+    return {}
+
+
+def _table(name: str, what: str, example: str, notes: dict[str, str] | None = None) -> TableDoc:
+    """The definition's table `name` as `ragmon schema` lists it; `what` may say `{kept}`: its retention."""
+    table = schema.table_named(name)
+    _, retention_field = table.ttl
+    kept = f"kept {getattr(schema.Retention(), retention_field)} days"
+    columns = table.columns  # what the writers insert; the engine's own columns (insert times) are not listed
+    return TableDoc(name, what.format(kept=kept), columns, _column_notes(columns) if notes is None else notes, example)
+
+
 def tables() -> list[TableDoc]:
-    days = schema.Retention()
     p95 = schema.DURATION_STATE.replace("(", "Merge(", 1)
     index = schema.DURATION_LEVELS.index(0.95) + 1
     return [
-        TableDoc(
+        _table(
             "spans",
-            f"one row per span: its numbers, no text (kept {days.spans_days} days)",
-            model.SPAN_COLUMNS,
-            _notes(model, "SPAN_COLUMNS"),
+            "one row per span: its numbers, no text ({kept})",
             "SELECT stage, count(), quantile(0.95)(duration_ms) FROM spans WHERE start_time > now() - INTERVAL 1 HOUR"
             " GROUP BY stage",
         ),
-        TableDoc(
+        _table(
             "payloads",
-            f"the text of kept traces: question, passages, answer (kept {days.payloads_days} days; read with FINAL)",
-            schema.PAYLOAD_COLUMNS,
-            _notes(schema, "PAYLOAD_COLUMNS"),
+            "the text of kept traces: question, passages, answer ({kept}; read with FINAL)",
             "SELECT trace_id, sampling_reasons, question, answer FROM payloads FINAL ORDER BY start_time DESC LIMIT 5",
         ),
-        TableDoc(
+        _table(
             "scores",
-            f"judge results: one row per trace, metric and judge version (kept {days.scores_days} days)",
-            schema.SCORE_COLUMNS,
-            _notes(schema, "SCORE_COLUMNS"),
+            "judge results: one row per trace, metric and judge version ({kept})",
             "SELECT metric, judge_version, avg(value) FROM scores WHERE status = 'ok' GROUP BY metric, judge_version",
         ),
-        TableDoc(
+        _table(
             "alerts",
-            f"drift alerts as they fire and resolve (kept {days.alerts_days} days)",
-            schema.ALERT_COLUMNS,
-            _notes(schema, "ALERT_COLUMNS"),
+            "drift alerts as they fire and resolve ({kept})",
             "SELECT fired_at, state, rule, feature, stage, message FROM alerts ORDER BY fired_at DESC LIMIT 10",
         ),
-        TableDoc(
+        _table(
             schema.ROLLUP_TABLE,
-            f"per minute, feature, stage and model: one call per nested run of a stage (kept {days.rollups_days} days;"
+            "per minute, feature, stage and model: one call per nested run of a stage ({kept};"
             f" `{schema.HOUR_ROLLUP_TABLE}` is the same per hour, with `hour` for `minute`)",
-            schema.ROLLUP_COLUMNS,
-            _rollup_notes(schema.ROLLUP_COLUMNS),
             f"SELECT feature, stage, sum(spans) AS calls, {p95}(duration_q)[{index}] AS p95_ms FROM spans_1m"
             " WHERE minute > now() - INTERVAL 1 HOUR GROUP BY feature, stage",
+            _rollup_notes(schema.ROLLUP_COLUMNS),
         ),
-        TableDoc(
+        _table(
             schema.SAMPLING_TABLE,
             "the tail sampler's decisions per minute: outcome keep | skip | drop, a kept trace under its first reason"
-            f" (kept {days.rollups_days} days)",
-            schema.SAMPLING_COLUMNS,
-            {**_rollup_notes(schema.SAMPLING_COLUMNS), **_notes(schema, "SAMPLING_COLUMNS")},
+            " ({kept})",
             "SELECT outcome, reason, sum(traces) FROM sampling_1m WHERE minute > now() - INTERVAL 1 DAY"
             " GROUP BY outcome, reason",
+            {**_rollup_notes(schema.SAMPLING_COLUMNS), **_column_notes(schema.SAMPLING_COLUMNS)},
         ),
-        TableDoc(
+        _table(
             schema.LABELS_TABLE,
-            "people's labels of kept traces, the latest per trace, metric and reviewer"
-            f" (kept {days.labels_days} days; read with FINAL)",
-            schema.LABEL_COLUMNS,
-            _notes(schema, "LABEL_COLUMNS"),
+            "people's labels of kept traces, the latest per trace, metric and reviewer ({kept}; read with FINAL)",
             "SELECT metric, label, count() FROM labels FINAL GROUP BY metric, label",
         ),
-        TableDoc(
+        _table(
             schema.LABEL_WRITES_TABLE,
-            f"every label written, as written: who, when, what (kept {days.labels_days} days; never replaced)",
-            schema.LABEL_COLUMNS,
-            _notes(schema, "LABEL_COLUMNS"),
+            "every label written, as written: who, when, what ({kept}; never replaced)",
             "SELECT labelled_at, reviewer, trace_id, metric, label, note FROM label_writes ORDER BY labelled_at DESC"
             " LIMIT 20",
         ),

@@ -94,3 +94,14 @@ def test_ragmon_migrate_through_a_server_creates_a_new_store_and_upgrades_an_old
     ]
     assert layout(chdb_store.backend, old) == layout(chdb_store.backend, new) == layout(chdb_store.backend, database)
 
+
+def test_ragmon_schema_lists_every_table_of_the_definition_with_its_columns() -> None:
+    from ragmon.sinks.schema_doc import NOT_LISTED, tables
+
+    listed = {doc.name: doc for doc in tables()}
+    assert set(listed).isdisjoint(NOT_LISTED)
+    assert set(listed) | set(NOT_LISTED) == {table.name for table in TABLES}
+    for table in TABLES:
+        if table.name in listed:
+            assert listed[table.name].columns == table.columns, table.name
+            assert set(listed[table.name].notes) <= {name for name, _ in table.columns}, table.name

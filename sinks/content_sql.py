@@ -4,7 +4,9 @@ The payload copy (`ragmon.sinks.sampler_sql.copy_payloads_sql`) turns the captur
 inputs — question, answer, passages, the generate call's prompt messages, tool calls. Apps write that text under
 their instrumentation's names, so each role is read from every dialect, highest precedence first, as the numeric
 fields are (`ragmon.sinks.dialects_sql`): ragmon's own names > OTel GenAI (current and legacy) > OpenInference >
-OpenLLMetry / Traceloop.
+OpenLLMetry / Traceloop. What each dialect names and how its text is read is its module's
+(`ragmon.sinks.dialects`); this module says which dialects give each role, in which order, and reads what no one
+dialect owns: JSON input and output values and the framework documents in a retriever's output.
 
 Two kinds of expression over `c`, the SQL of a span's content map. The `has_*` tests (key lookups and prefix
 scans, nothing parsed) choose per trace the span each role is read from; the readers then parse only that span's
@@ -26,6 +28,8 @@ text, once per trace:
   reranker) or ``retrieval.documents.N.document.content``, else the documents in its output (`output_documents`:
   LangChain ``Document``s, ``page_content``; LlamaIndex nodes, ``node.text``). Ids and scores are the span's
   normalised ``retrieved_ids`` / ``retrieved_scores`` when it has them.
+- `tool_name` / `tool_arguments` / `tool_result`: a tool call — ``gen_ai.tool.*``, else the tool span's input and
+  output (OpenInference, Traceloop).
 
 Why SQL and not Python: the copy runs in the engine (INSERT … SELECT) so the sampler never holds span text in
 Python, and this text is parsed only for the kept traces, once. What it costs is mostly planning, paid per copy
@@ -37,12 +41,16 @@ from __future__ import annotations
 from typing import Final
 
 from ragmon.sinks.backend import quote_string as quote
-
-from ragmon import attributes as A
+from ragmon.sinks.dialects import openinference as OI
+from ragmon.sinks.dialects import openllmetry as OLL
+from ragmon.sinks.dialects import otel_genai as GENAI
+from ragmon.sinks.dialects import ragmon_names as RAGMON
+from ragmon.sinks.dialects.common import get as _get
 
 __all__ = [
     "ANSWER_KEYS",
     "QUESTION_KEYS",
+    "TOOL_KEYS",
     "document_ids",
     "document_scores",
     "document_texts",
@@ -57,6 +65,9 @@ __all__ = [
     "output_value_text",
     "prompt_messages",
     "retrieval_query",
+    "tool_arguments",
+    "tool_name",
+    "tool_result",
 ]
 
 # Keys of a JSON input or output object that hold the question / the answer, in the order they are tried.
@@ -64,10 +75,6 @@ QUESTION_KEYS: Final = ("question", "query", "query_str", "input", "user_input",
 ANSWER_KEYS: Final = ("answer", "output", "result", "response", "output_text", "text", "content", "message")
 
 # Every function below takes `c`, the SQL of a span's Map(String, String) of captured text (a missing key reads '').
-
-
-def _get(c: str, key: str) -> str:
-    return f"{c}[{quote(key)}]"
 
 
 def _has_prefix(c: str, *prefixes: str) -> str:
@@ -93,95 +100,24 @@ def _first_array(*exprs: str) -> str:
     return out
 
 
-def _indices(c: str, prefix: str) -> str:
-    """The numeric indices N of keys ``{prefix}N.…`` in the span's content, in numeric order."""
-    pattern = quote("^" + prefix.replace(".", "\\.") + "([0-9]+)\\.")
-    return (
-        "arraySort(arrayDistinct(arrayFilter(i -> i IS NOT NULL, "
-        f"arrayMap(k -> toUInt32OrNull(extract(k, {pattern})), mapKeys({c})))))"
-    )
-
-
-def _indexed(prefix: str, suffix: str) -> str:
-    """SQL of the key ``{prefix}{i}{suffix}`` for the lambda variable i."""
-    return f"concat({quote(prefix)}, toString(i), {quote(suffix)})"
-
-
-def _part_texts(parts: str, field: str) -> str:
-    """The non-empty `field` strings of a JSON array of parts, joined by newlines."""
-    return (
-        f"arrayStringConcat(arrayFilter(s -> s != '', "
-        f"arrayMap(p -> JSONExtractString(p, {quote(field)}), JSONExtractArrayRaw({parts}))), '\\n')"
-    )
-
-
-# A JSON message, GenAI's {role, parts: [{type, content}]} or the older {role, content}, read in one typed parse
-# (one call per message array: cheaper to plan and to run than a JSONExtractString per field and element).
-_MESSAGE_TYPE: Final = "Array(Tuple(role String, content String, parts Array(Tuple(content String))))"
-
-
-def _json_messages(c: str, key: str) -> str:
-    """Array((role, text)) from a JSON array of messages under `key`; [] when it is not one."""
-    text = "if(notEmpty(m.3), arrayStringConcat(arrayFilter(s -> s != '', arrayMap(p -> p.1, m.3)), '\\n'), m.2)"
-    return f"arrayMap(m -> (m.1, {text}), JSONExtract({_get(c, key)}, {quote(_MESSAGE_TYPE)}))"
-
-
-def _flattened_messages(c: str, prefix: str, role: str, text: str, parts: str | None = None) -> str:
-    """Array((role, text)) from flattened ``{prefix}N{role}`` / ``{prefix}N{text}`` keys, in index order; with
-    `parts`, a message without `text` joins its ``{prefix}N{parts}M.message_content.text`` parts."""
-    body = f"{c}[{_indexed(prefix, text)}]"
-    if parts is not None:
-        part_prefix = _indexed(prefix, parts)
-        joined = (
-            f"arrayStringConcat(arrayMap(k -> {c}[k], arraySort(arrayFilter(k -> startsWith(k, "
-            f"{part_prefix}) AND endsWith(k, '.message_content.text'), mapKeys({c})))), '\\n')"
-        )
-        body = f"if({body} != '', {body}, {joined})"
-    return f"arrayMap(i -> ({c}[{_indexed(prefix, role)}], {body}), {_indices(c, prefix)})"
-
-
-_PROMPT_PREFIXES: Final = ("llm.input_messages.", "gen_ai.prompt.")
-_OUTPUT_PREFIXES: Final = ("llm.output_messages.", "gen_ai.completion.")
-
-
 def prompt_messages(c: str) -> str:
     """Array((role, text)): the prompt of an LLM call."""
-    system = f"{_part_texts(_get(c, 'gen_ai.system_instructions'), 'content')}"
-    genai = f"arrayConcat(if({system} != '', [('system', {system})], []), {_json_messages(c, A.GEN_AI_INPUT_MESSAGES)})"
-    return _first_array(
-        genai,
-        _flattened_messages(c, "llm.input_messages.", ".message.role", ".message.content", ".message.contents."),
-        _flattened_messages(c, "gen_ai.prompt.", ".role", ".content"),
-    )
+    return _first_array(GENAI.prompt_messages(c), OI.prompt_messages(c), OLL.prompt_messages(c))
 
 
 def has_prompt(c: str) -> str:
     """Whether `c` holds prompt messages in some dialect (key lookups and prefix tests only: nothing parsed)."""
-    return (
-        f"({_has_key(c, A.GEN_AI_INPUT_MESSAGES, 'gen_ai.system_instructions')} OR {_has_prefix(c, *_PROMPT_PREFIXES)})"
-    )
-
-
-def _joined(messages: str) -> str:
-    return f"arrayStringConcat(arrayFilter(s -> s != '', arrayMap(m -> m.2, {messages})), '\\n')"
+    return f"({_has_key(c, *GENAI.PROMPT_KEYS)} OR {_has_prefix(c, *OI.PROMPT_PREFIXES, *OLL.PROMPT_PREFIXES)})"
 
 
 def output_text(c: str) -> str:
     """What an LLM call answered."""
-    output = _get(c, A.GEN_AI_OUTPUT_MESSAGES)
-    return _first_text(
-        _joined(_json_messages(c, A.GEN_AI_OUTPUT_MESSAGES)),
-        f"if(isValidJSON({output}), '', {output})",  # the older GenAI attribute could also be plain text
-        _joined(
-            _flattened_messages(c, "llm.output_messages.", ".message.role", ".message.content", ".message.contents.")
-        ),
-        _joined(_flattened_messages(c, "gen_ai.completion.", ".role", ".content")),
-    )
+    return _first_text(*GENAI.output_texts(c), *OI.output_texts(c), *OLL.output_texts(c))
 
 
 def has_output(c: str) -> str:
     """Whether `c` holds an LLM call's output in some dialect (nothing parsed)."""
-    return f"({_has_key(c, A.GEN_AI_OUTPUT_MESSAGES)} OR {_has_prefix(c, *_OUTPUT_PREFIXES)})"
+    return f"({_has_key(c, *GENAI.OUTPUT_KEYS)} OR {_has_prefix(c, *OI.OUTPUT_PREFIXES, *OLL.OUTPUT_PREFIXES)})"
 
 
 def _json_pick(v: str, keys: tuple[str, ...]) -> str:
@@ -202,9 +138,9 @@ def _json_pick(v: str, keys: tuple[str, ...]) -> str:
     )
 
 
-_INPUT_KEYS: Final = (A.OI_INPUT_VALUE, "traceloop.entity.input")
-_OUTPUT_KEYS: Final = (A.OI_OUTPUT_VALUE, "traceloop.entity.output")
-_QUERY_KEYS: Final = (A.GEN_AI_RETRIEVAL_QUERY_TEXT, A.OI_RERANKER_QUERY)
+_INPUT_KEYS: Final = (*OI.INPUT_KEYS, *OLL.INPUT_KEYS)
+_OUTPUT_KEYS: Final = (*OI.OUTPUT_VALUE_KEYS, *OLL.OUTPUT_VALUE_KEYS)
+_QUERY_KEYS: Final = (*GENAI.QUERY_KEYS, *OI.QUERY_KEYS)
 
 
 def _first_value(c: str, keys: tuple[str, ...]) -> str:
@@ -236,10 +172,6 @@ def has_retrieval_query(c: str) -> str:
     return _has_key(c, *_QUERY_KEYS, *_INPUT_KEYS)
 
 
-def _flattened_document_texts(c: str, prefix: str) -> str:
-    return f"arrayMap(i -> {c}[{_indexed(prefix, '.document.content')}], {_indices(c, prefix)})"
-
-
 # A document in a Traceloop entity output: a serialised LangChain Document ({lc, kwargs: {page_content, id}}), a
 # plain one ({page_content, metadata}), a LlamaIndex NodeWithScore ({node: {text, id_}, score}).
 _DOC_TEXT: Final = (
@@ -261,8 +193,8 @@ def output_documents(c: str) -> str:
     ``output.value``, which holds the ids its flattened documents lack): a JSON list, or one under ``outputs``
     (LangChain chains) or ``documents`` (LangChain retrievers); LlamaIndex lists each node as a JSON string.
     Array(String) of JSON documents that have a text."""
-    traceloop = _get(c, "traceloop.entity.output")
-    v = f"if({traceloop} != '', {traceloop}, {_get(c, A.OI_OUTPUT_VALUE)})"
+    traceloop = _get(c, OLL.OUTPUT_DOCUMENTS)
+    v = f"if({traceloop} != '', {traceloop}, {_get(c, OI.OUTPUT_DOCUMENTS)})"
     listed = (
         f"multiIf(JSONHas({v}, 'outputs'), JSONExtractRaw({v}, 'outputs'), "
         f"JSONHas({v}, 'documents'), JSONExtractRaw({v}, 'documents'), {v})"
@@ -275,30 +207,18 @@ def output_documents(c: str) -> str:
     )
 
 
-_DOCUMENT_PREFIXES: Final = (A.OI_RETRIEVAL_DOCUMENTS + ".", A.OI_RERANKER_OUTPUT_DOCUMENTS + ".")
-
-
 def has_documents(c: str, retrieved_ids: str) -> str:
     """Whether a retriever or reranker span carries documents in some dialect (nothing parsed). OpenInference's
     output.value alone does not count: LlamaIndex's inner `_retrieve` span has it, but its documents are on the
     outer `retrieve` span."""
-    keys = _has_key(c, A.RAGMON_DOCUMENT_TEXTS, "traceloop.entity.output")
-    return f"(notEmpty({retrieved_ids}) OR {keys} OR {_has_prefix(c, *_DOCUMENT_PREFIXES)})"
+    keys = _has_key(c, *RAGMON.DOCUMENT_KEYS, *OLL.DOCUMENT_KEYS)
+    return f"(notEmpty({retrieved_ids}) OR {keys} OR {_has_prefix(c, *OI.DOCUMENT_TEXT_PREFIXES)})"
 
 
 def document_texts(c: str, stage: str, output_docs: str) -> str:
     """Array(String): the documents' texts in rank order; `output_docs` is `output_documents(c)`, computed once."""
-    texts = _get(c, A.RAGMON_DOCUMENT_TEXTS)
-    return (
-        "CAST("
-        + _first_array(
-            f"if(isValidJSON({texts}), JSONExtract({texts}, 'Array(String)'), [])",
-            f"if({stage} = 'rerank', {_flattened_document_texts(c, A.OI_RERANKER_OUTPUT_DOCUMENTS + '.')}, [])",
-            _flattened_document_texts(c, A.OI_RETRIEVAL_DOCUMENTS + "."),
-            f"arrayMap(t -> t.2, {output_docs})",
-        )
-        + ", 'Array(String)')"
-    )
+    texts = _first_array(*RAGMON.document_texts(c), *OI.document_texts(c, stage), f"arrayMap(t -> t.2, {output_docs})")
+    return f"CAST({texts}, 'Array(String)')"
 
 
 def document_ids(retrieved_ids: str, output_docs: str) -> str:
@@ -313,3 +233,27 @@ def document_scores(retrieved_ids: str, retrieved_scores: str, output_docs: str)
         f"if(notEmpty({retrieved_ids}), {retrieved_scores}, "
         f"if(arrayAll(t -> t.3, {output_docs}), arrayMap(t -> t.4, {output_docs}), []))"
     )
+
+
+def _first_given(c: str, *keys: str) -> str:
+    """The value of the first of `keys` that `c` gives (non-empty), else the last key's."""
+    *tested, last = keys
+    return "multiIf(" + "".join(f"{_get(c, k)} != '', {_get(c, k)}, " for k in tested) + f"{_get(c, last)})"
+
+
+def tool_name(c: str, span_name: str) -> str:
+    """The tool a tool span called: `gen_ai.tool.name` where the captured text has it, else the span's name (the
+    normaliser files that name among the attributes, not the captured text)."""
+    return f"if({_get(c, GENAI.TOOL_NAME)} != '', {_get(c, GENAI.TOOL_NAME)}, toString({span_name}))"
+
+
+def tool_arguments(c: str) -> str:
+    return _first_given(c, GENAI.TOOL_ARGUMENTS, OI.TOOL_ARGUMENTS, OLL.TOOL_ARGUMENTS)
+
+
+def tool_result(c: str) -> str:
+    return _first_given(c, GENAI.TOOL_RESULT, OI.TOOL_RESULT, OLL.TOOL_RESULT)
+
+
+# The keys a payload's tool calls are made of: not copied again into its other captured text.
+TOOL_KEYS: Final = (GENAI.TOOL_NAME, GENAI.TOOL_ARGUMENTS, GENAI.TOOL_RESULT)

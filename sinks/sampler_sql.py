@@ -9,6 +9,9 @@ Duplicated spans (a re-send that was not the same batch) are collapsed with `LIM
 from __future__ import annotations
 
 from ragmon.sinks import content_sql as C
+from ragmon.sinks.backend import quote_string as quote
+from ragmon.sinks.dialects import otel_genai as GENAI
+from ragmon.sinks.dialects import ragmon_names as RAGMON
 from ragmon.sinks.schema import CONTENT_TABLE, DURATION_LEVELS, DURATION_STATE, ROLLUP_TABLE, Ddl
 
 from ragmon.model import STAGES
@@ -122,6 +125,8 @@ def copy_payloads_sql(ddl: Ddl) -> str:
     documents = "stage = 'search' AND has_documents"
     reranked = "stage = 'rerank' AND has_documents"
     passage = "(span_id, stage, retrieved_ids, retrieved_scores, content)"
+    # the question and answer the app gave in ragmon's names: the trace's own, before any role is read
+    question, answer = quote(RAGMON.QUESTION), quote(RAGMON.ANSWER)
     return f"""
 INSERT INTO {ddl.table("payloads")} ({", ".join(PAYLOAD_INSERT_COLUMNS)})
 WITH kept AS ({kept}
@@ -148,10 +153,10 @@ spans_t AS (
 ),
 per_trace AS (
     SELECT tenant, trace_id, min(start_time) AS first_start,
-        anyIf(content['ragmon.question'], mapContains(content, 'ragmon.question') AND {_ROOT}) AS root_question,
-        anyIf(content['ragmon.question'], mapContains(content, 'ragmon.question')) AS any_question,
-        argMaxIf(span_id, start_time, mapContains(content, 'ragmon.answer')) AS answer_span,
-        argMaxIf(content['ragmon.answer'], start_time, mapContains(content, 'ragmon.answer')) AS direct_answer,
+        anyIf(content[{question}], mapContains(content, {question}) AND {_ROOT}) AS root_question,
+        anyIf(content[{question}], mapContains(content, {question})) AS any_question,
+        argMaxIf(span_id, start_time, mapContains(content, {answer})) AS answer_span,
+        argMaxIf(content[{answer}], start_time, mapContains(content, {answer})) AS direct_answer,
         -- the app's own outermost span with an input or output (its chain, workflow or request span: the root,
         -- or the top of the app's part of the trace under a server span): the user's question, the answer shown
         argMinIf(content, start_time, stage IN ('request', 'other') AND has_io) AS chain_content,
@@ -163,11 +168,7 @@ per_trace AS (
         if(countIf({reranked}) > 0, argMaxIf({passage}, start_time, {reranked}),
             argMaxIf({passage}, start_time, {documents})) AS passage_source,
         arraySort(x -> x.1, groupArrayIf(
-            (start_time, if(content['gen_ai.tool.name'] != '', content['gen_ai.tool.name'], toString(name)),
-                multiIf(content['gen_ai.tool.call.arguments'] != '', content['gen_ai.tool.call.arguments'],
-                    content['input.value'] != '', content['input.value'], content['traceloop.entity.input']),
-                multiIf(content['gen_ai.tool.call.result'] != '', content['gen_ai.tool.call.result'],
-                    content['output.value'] != '', content['output.value'], content['traceloop.entity.output'])),
+            (start_time, {C.tool_name("content", "name")}, {C.tool_arguments("content")}, {C.tool_result("content")}),
             stage = 'tool')) AS tools,
         arrayFlatten(groupArray(arrayMap((key, value) -> (toString(stage), span_id, key, value, {_ROOT}),
             mapKeys(content), mapValues(content)))) AS entries
@@ -182,11 +183,11 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
         multiIf(notEmpty(passages), 'passages', notEmpty({_prompt_context("messages", "question")}), 'prompt', '')
             AS context_source,
         arrayFilter(e -> NOT (
-            (e.3 = 'ragmon.question' AND e.4 = question)
-            OR (answer_span != '' AND e.2 = answer_span AND e.3 = 'ragmon.answer')
-            OR (answer_span = '' AND e.2 = generate_span AND e.3 = 'gen_ai.output.messages')
-            OR (e.2 = passage_span AND e.3 = 'ragmon.retrieval.document_texts')
-            OR (e.1 = 'tool' AND e.3 IN ('gen_ai.tool.name', 'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result'))
+            (e.3 = {question} AND e.4 = question)
+            OR (answer_span != '' AND e.2 = answer_span AND e.3 = {answer})
+            OR (answer_span = '' AND e.2 = generate_span AND e.3 = {quote(GENAI.OUTPUT_MESSAGES)})
+            OR (e.2 = passage_span AND e.3 = {quote(RAGMON.DOCUMENT_TEXTS)})
+            OR (e.1 = 'tool' AND e.3 IN ({", ".join(map(quote, C.TOOL_KEYS))}))
         ), entries) AS rest,
         mapFromArrays(arrayMap(e -> concat(e.1, '/', e.2, '/', e.3), rest), arrayMap(e -> e.4, rest)) AS content,
         sampling_reason, sampling_reasons, inclusion_probability

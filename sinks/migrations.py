@@ -5,13 +5,13 @@ version. A store made by an older ragmon runs the ones its ledger (`schema_migra
 history: it states what its version did in full — names, columns, keys and view queries written out here, never
 read from the definition, which moves on — and it is not edited once released. A change to the schema is a change
 to the definition plus a new migration; `tests/sinks/test_schema_definition.py` proves that a store created at v1
-and migrated comes out as the definition makes one (on the embedded engine, through a server, on a cluster), so a
-migration forgotten or wrong fails there.
+and migrated comes out as the definition makes one (on the embedded engine and through a server; a cluster's:
+`tests/deploy/test_cluster_schema.py`), so a migration forgotten or wrong fails there.
 
 Migration 1 creates the tables with the columns they had at v9 (until v9 a new store ran every migration, and v1
-made its tables with the columns of the day); every later migration's changes are therefore no-ops on the tables
-it creates (IF [NOT] EXISTS, or a `Step` guarded by the live table's state), which is also what makes a crash
-mid-migration safe to run again.
+made its tables with the columns of the day). Every migration is a no-op where its change is made already (IF [NOT]
+EXISTS, or a `Step` guarded by the live table's state): on the tables migration 1 creates, on a store the definition
+created (so a creation cut short is finished by running them all), and after a crash mid-migration.
 """
 
 from __future__ import annotations

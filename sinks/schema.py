@@ -344,7 +344,8 @@ LOCAL_SUFFIX = "_local"
 # Sharding keys on a cluster: one key per trace, so a trace's spans, text, payload, scores and labels are whole on
 # one shard (a re-sent span meets its duplicate there).
 TRACE_SHARDING_KEY = "cityHash64(trace_id)"
-_ROLLUP_SHARDING_KEY = "cityHash64(tenant, feature, stage, model)"  # only the v2 backfill writes through it
+# The minute roll-up is written through its Distributed table (`rollup_sql.py`); the hours follow on each shard.
+_ROLLUP_SHARDING_KEY = "cityHash64(tenant, feature, stage, model)"
 # Whole day (or hour) partitions expire at once instead of being rewritten row by row.
 _DROP_WHOLE_PARTS = "ttl_only_drop_parts = 1, "
 Columns = tuple[tuple[str, str], ...]

@@ -56,9 +56,11 @@ def request_bodies(count: int) -> tuple[list[bytes], int]:
     return bodies, spans_per_body
 
 
-def retried(action: Callable[[], object], what: str, deadline_s: float = 60.0) -> int:
+def retried(action: Callable[[], object], what: str, deadline_s: float = 240.0) -> int:
     """Run `action` until it succeeds, as the writer does (a statement past the cap fails; later it fits); the
-    errors it met. Past the deadline the process ends with a message: an engine that never recovers is a finding."""
+    errors it met. Past the deadline the process ends with a message: an engine that never recovers is a finding.
+    The deadline is generous because what frees the engine's memory is its background merges, which a busy machine
+    slows down (a minute was not always enough on a loaded two-core machine)."""
     errors, started = 0, time.monotonic()
     while True:
         try:

@@ -21,7 +21,7 @@ def test_every_batch_lands_whole_when_the_capped_engine_fails_inserts() -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout.splitlines()[-1])

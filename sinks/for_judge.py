@@ -13,7 +13,7 @@ from ragmon.sinks.store_base import StoreBase
 
 
 class JudgeStore(Protocol):
-    """What a judge worker depends on (`ragmon.agent.judge_store`): the store, or the agent's judge endpoints."""
+    """What a judge worker depends on (`ragmon.pipeline.judge_store`): the store, or the agent's judge endpoints."""
 
     def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
 

@@ -1,14 +1,20 @@
 """Run as a process of its own (chDB hosts one engine per process): OTLP batches stored through the agent's ingest
 path into an embedded engine capped so small that inserts fail with MEMORY_LIMIT_EXCEEDED, each batch retried as the
 agent's writer retries it (same deduplication token). Prints one JSON line: errors raised, spans and captured-text
-rows per batch."""
+rows per batch.
+
+`python -m tests.sinks.capped_inserts CAP_MIB BATCHES DATA_DIR FIRST_BATCH`: stores batches FIRST_BATCH.. into the
+store in DATA_DIR. At so small a cap the engine's own count of its memory can stay above the cap long after the
+memory was freed (its tracker is not corrected from RSS in an embedded process, whose RSS is Python's too); on a busy
+machine that has lasted minutes. A batch still refused after `STUCK_AFTER_S` ends the process with exit status
+`STUCK` and `{"stuck_at": batch, "errors": n}`: the caller starts a new process on the same directory from that
+batch, as an agent restarted by its supervisor would, and the batch is sent again under the same token."""
 
 from __future__ import annotations
 
 import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,11 +62,18 @@ def request_bodies(count: int) -> tuple[list[bytes], int]:
     return bodies, spans_per_body
 
 
-def retried(action: Callable[[], object], what: str, deadline_s: float = 240.0) -> int:
+STUCK = 3  # exit status: a batch still refused after STUCK_AFTER_S (see the module docstring)
+STUCK_AFTER_S = 60.0
+
+
+class Stuck(Exception):
+    def __init__(self, errors: int) -> None:
+        self.errors = errors
+
+
+def retried(action: Callable[[], object], deadline_s: float = STUCK_AFTER_S) -> int:
     """Run `action` until it succeeds, as the writer does (a statement past the cap fails; later it fits); the
-    errors it met. Past the deadline the process ends with a message: an engine that never recovers is a finding.
-    The deadline is generous because what frees the engine's memory is its background merges, which a busy machine
-    slows down (a minute was not always enough on a loaded two-core machine)."""
+    errors it met. Raises `Stuck` past the deadline."""
     errors, started = 0, time.monotonic()
     while True:
         try:
@@ -71,26 +84,30 @@ def retried(action: Callable[[], object], what: str, deadline_s: float = 240.0) 
                 raise
             errors += 1
             if time.monotonic() - started > deadline_s:
-                sys.exit(f"{what}: still failing after {errors} attempts in {deadline_s:.0f} s: {exc}")
+                raise Stuck(errors) from exc
             time.sleep(0.05)
 
 
-def main(cap_mib: int, batches: int) -> None:
-    bodies, spans_per_body = request_bodies(REQUESTS_PER_BATCH * batches)
-    store = open_store(f"{tempfile.mkdtemp(prefix='capped')}/chdb", engine_memory_bytes=cap_mib * 1024**2)
+def main(cap_mib: int, batches: int, data_dir: str, first_batch: int) -> None:
+    bodies, spans_per_body = request_bodies(REQUESTS_PER_BATCH * batches)  # the same bodies in every process
+    store = open_store(f"{data_dir}/chdb", engine_memory_bytes=cap_mib * 1024**2)
     otlp_views.install(store)
     errors = 0
-    for b in range(batches):
+    for b in range(first_batch, batches):
         first = b * REQUESTS_PER_BATCH + 1
         batch = bodies[first - 1 : first - 1 + REQUESTS_PER_BATCH]
         envelopes = [seal(body, "acme", first + i) for i, body in enumerate(batch)]
         token = f"wal:test:{first}-{first + REQUESTS_PER_BATCH - 1}"
-        errors += retried(lambda envelopes=envelopes, token=token: store.insert_otlp(envelopes, token), f"batch {b}")
+        try:
+            errors += retried(lambda envelopes=envelopes, token=token: store.insert_otlp(envelopes, token))
+        except Stuck as stuck:
+            print(json.dumps({"stuck_at": b, "errors": errors + stuck.errors}))
+            sys.exit(STUCK)
     per_batch = f"intDiv(ingest_seq - 1, {REQUESTS_PER_BATCH})"
 
     def read(sql: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        retried(lambda: rows.extend(store.query(sql, max_rows=10_000)), sql)
+        retried(lambda: rows.extend(store.query(sql, max_rows=10_000)), deadline_s=600.0)
         return rows
 
     counts = {
@@ -101,4 +118,4 @@ def main(cap_mib: int, batches: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

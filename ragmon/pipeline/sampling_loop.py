@@ -138,8 +138,6 @@ class SamplingLoop:
     def recover(self, stored: Position | None) -> None:
         """After a restart, once the writer has recovered up to `stored`: finish a journaled roll-up and give the
         sampler back the traces it had not decided (from the store, by ingest sequence)."""
-        if stored is not None:
-            self.ranges.stored_to = self.seq.of(stored)
         self.rollups.recover(stored)
         # No sampler cursor yet: the sampler never saved one (an agent killed within its first second), so it has
         # seen nothing for sure — from the log's start. Its ranges are then rolled up once it has decided them.

@@ -123,6 +123,8 @@ class StoreWriter:
         """After a restart: finish a journaled batch and queue what the log holds past the cursor. Returns the
         store cursor (the sampling stage recovers from it)."""
         stored = self._stored = self.cursor.load()
+        if stored is not None:
+            self.ranges.stored_to = self.seq.of(stored)
         pending = self.journal.load()
         head: list[PendingRequest] = []  # the journaled batch: at most one batch, so it fits in memory
         for record in self.wal.replay(after=stored):

@@ -17,11 +17,8 @@ from ragmon.sampling import DecidedTrace, Sampler
 class DiscardDecisions:
     """Where decided traces go when nothing after the sampler is under test: nowhere, and nothing waits for a copy."""
 
-    def __init__(self) -> None:
-        self.decided_traces: list[DecidedTrace] = []
-
     def decided(self, traces: list[DecidedTrace]) -> None:
-        self.decided_traces.extend(traces)
+        return None
 
     def undecided_low_water(self) -> int | None:
         return None

@@ -262,61 +262,39 @@ class AlertEvaluator:
         if rule.kind == "sample":
             current_value = evidence.get("current_median", current_value)
         full_evidence: dict[str, float | str] = {**evidence, "detector": rule.detector.type, "signal": rule.signal}
-        if reading.transition is Transition.FIRED:
+        fired = reading.transition is Transition.FIRED
+        if fired:
             self.stats.fired += 1
-            record = AlertRecord(
-                alert_id=alert_id_for(rule.name, key.tenant, key.feature, key.stage, t_s),
-                state="firing",
-                rule=rule.name,
-                severity=rule.severity,
-                tenant=key.tenant,
-                feature=key.feature,
-                stage=key.stage,
-                metric=rule.signal,
-                detector=rule.detector.type,
-                fired_at_s=t_s,
-                detected_at_s=now_s,
-                value=reading.statistic,
-                threshold=reading.fire_threshold,
-                message=_message(rule, key, reading, current_value, baseline_value, fired=True),
-                baseline_value=baseline_value,
-                current_value=current_value,
-                evidence=full_evidence,
-                trace_ids=trace_ids,
-                channels=tuple(rule.channels),
-            )
-            state.open = record
-            return [record]
-        self.stats.resolved += 1
-        opened = state.open
-        state.open = None
+        else:
+            self.stats.resolved += 1
+        opened = None if fired else state.open  # a resolve closes the alert that fired (unknown after a restart)
         fired_at_s = opened.fired_at_s if opened is not None else t_s
-        return [
-            AlertRecord(
-                alert_id=opened.alert_id
-                if opened is not None
-                else alert_id_for(rule.name, key.tenant, key.feature, key.stage, fired_at_s),
-                state="resolved",
-                rule=rule.name,
-                severity=rule.severity,
-                tenant=key.tenant,
-                feature=key.feature,
-                stage=key.stage,
-                metric=rule.signal,
-                detector=rule.detector.type,
-                fired_at_s=fired_at_s,
-                resolved_at_s=t_s,
-                detected_at_s=now_s,
-                value=reading.statistic,
-                threshold=reading.clear_threshold,
-                message=_message(rule, key, reading, current_value, baseline_value, fired=False),
-                baseline_value=baseline_value,
-                current_value=current_value,
-                evidence=full_evidence,
-                trace_ids=trace_ids,
-                channels=tuple(rule.channels),
-            )
-        ]
+        record = AlertRecord(
+            alert_id=opened.alert_id
+            if opened is not None
+            else alert_id_for(rule.name, key.tenant, key.feature, key.stage, fired_at_s),
+            state="firing" if fired else "resolved",
+            rule=rule.name,
+            severity=rule.severity,
+            tenant=key.tenant,
+            feature=key.feature,
+            stage=key.stage,
+            metric=rule.signal,
+            detector=rule.detector.type,
+            fired_at_s=fired_at_s,
+            resolved_at_s=None if fired else t_s,
+            detected_at_s=now_s,
+            value=reading.statistic,
+            threshold=reading.fire_threshold if fired else reading.clear_threshold,
+            message=_message(rule, key, reading, current_value, baseline_value, fired=fired),
+            baseline_value=baseline_value,
+            current_value=current_value,
+            evidence=full_evidence,
+            trace_ids=trace_ids,
+            channels=tuple(rule.channels),
+        )
+        state.open = record if fired else None
+        return [record]
 
     def _source_error(self, rule: RuleConfig, exc: Exception) -> None:
         first = self.stats.source_errors[rule.name] == 0

@@ -206,6 +206,12 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _question_groups(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.question_groups(
+        v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"]
+    )
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
@@ -220,6 +226,9 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # `ragmon report`'s most common questions, the dashboard's question view: per question group, this window
+        # against the one before
+        NamedRead("question_groups", (*_WINDOW, Count("limit", 10, 1, 1000)), _question_groups),
     )
 }
 

@@ -43,6 +43,14 @@ def fill(store: Store, now_s: float | None = None) -> None:
             for outcome, reason, n in (("keep", "slow", 3), ("keep", "baseline", 2), ("drop", "", 20))
         ]
     )
+    # each trace's question group (the question stage's rows): two groups per tenant, named after it
+    store.insert_trace_questions(
+        [
+            {"tenant": t.tenant, "trace_id": t.trace_id, "feature": t.feature, "start_time": utc(now_s - 600),
+             "group_id": f"q-{t.tenant}-{int(t.trace_id, 16) % 2}", "question": f"{t.tenant} question"}
+            for t in traces
+        ]
+    )  # fmt: skip
     resolved_at = str(utc(now_s - 700))
     store.insert_alerts(
         [

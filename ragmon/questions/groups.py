@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ragmon.questions.encoders import Encoder, GroupIndex
@@ -65,8 +66,8 @@ class Group:
             "grouper": self.grouper,
             "centroid": stored_vector,
             "members": self.members,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
+            "created_at": datetime.fromtimestamp(self.created_at, UTC),
+            "updated_at": datetime.fromtimestamp(self.updated_at, UTC),
         }
 
 

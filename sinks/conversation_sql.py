@@ -146,7 +146,7 @@ def _captured_texts(ddl: Ddl, traces: str) -> str:
 
 
 def _earlier(ddl: Ddl, targets: str) -> str:
-    """(target, tenant, trace_id, started, turn) of the last {turns:UInt32} turns before each target of the
+    """(target, tenant, trace_id, started, first_seq, turn) of the last {turns:UInt32} turns before each target of the
     subquery `targets` (tenant, trace_id), within {window_s:UInt32} seconds before it, newest first (turn 1 is the
     one just before)."""
     return f"""
@@ -158,7 +158,8 @@ def _earlier(ddl: Ddl, targets: str) -> str:
         HAVING session != ''
     ),
     session_traces AS (
-        SELECT tenant, trace_id, any(s.session) AS trace_session, min(s.start_time) AS started
+        SELECT tenant, trace_id, any(s.session) AS trace_session, min(s.start_time) AS started,
+            min(s.ingest_seq) AS first_seq
         FROM {ddl.table("spans")} AS s
         WHERE s.session IN (SELECT session FROM targets)
             AND s.start_time >= (SELECT min(started) FROM targets) - toIntervalSecond({{window_s:UInt32}})
@@ -166,6 +167,7 @@ def _earlier(ddl: Ddl, targets: str) -> str:
     ),
     earlier AS (
         SELECT t.trace_id AS target, s.tenant AS tenant, s.trace_id AS trace_id, s.started AS started,
+            s.first_seq AS first_seq,
             row_number() OVER (PARTITION BY t.tenant, t.trace_id ORDER BY s.started DESC, s.trace_id) AS turn
         FROM targets AS t
         INNER JOIN session_traces AS s ON s.tenant = t.tenant AND s.trace_session = t.session
@@ -209,6 +211,7 @@ def conversation_turns_to_copy_sql(ddl: Ddl) -> str:
     )
     return f"""
 WITH {_earlier(ddl, follow_ups)}
-SELECT DISTINCT tenant, trace_id FROM wanted
+SELECT tenant, trace_id, min(first_seq) AS first_ingest_seq FROM wanted
 WHERE (tenant, trace_id) NOT IN (SELECT tenant, trace_id FROM {ddl.table("payloads")}
-    WHERE (tenant, trace_id) IN (SELECT tenant, trace_id FROM wanted))"""
+    WHERE (tenant, trace_id) IN (SELECT tenant, trace_id FROM wanted))
+GROUP BY tenant, trace_id"""

@@ -15,7 +15,7 @@ SESSION = "chat-42"
 QUESTIONS = (
     "How much does the monthly plan cost?",
     "and for the annual plan?",
-    "Can I pay by invoice?",
+    "Which payment methods do you accept for business customers in Europe?",
 )
 ANSWERS = ("The monthly plan costs 10 dollars.", "The annual plan costs 99 dollars.", "")
 
@@ -110,3 +110,26 @@ def test_a_judged_turn_gets_its_earlier_turns_from_payloads_else_captured_text(s
     ]
     assert found[trace_id(4)]["earlier_turns"] == []  # no session
     assert store.payloads_for_judging("someone-else", [trace_id(2)]) == {}
+
+
+def test_a_kept_follow_up_keeps_its_earlier_turns_as_context(store: Store) -> None:
+    chat(store)
+    keep(store, 2)  # a standalone question: no earlier turn is copied for it
+    assert store.copy_conversation_turns([{"tenant": TENANT, "trace_id": trace_id(2)}]) == 0
+    keep(store, 1, 3)  # turn 2 of SESSION is a follow-up; "other"'s only turn has nothing before it
+    kept = [{"tenant": TENANT, "trace_id": trace_id(n)} for n in (1, 3)]
+    assert store.copy_conversation_turns(kept) == 1  # turn 1, beside the follow-up
+    db = store.topology.database
+    rows = store.query(
+        f"SELECT trace_id, question, sampling_reasons, inclusion_probability FROM {db}.payloads FINAL ORDER BY trace_id"
+    )
+    assert [(r["trace_id"], r["sampling_reasons"], r["inclusion_probability"]) for r in rows] == [
+        (trace_id(0), ["conversation"], 1.0),
+        (trace_id(1), ["baseline"], 0.5),
+        (trace_id(2), ["baseline"], 0.5),
+        (trace_id(3), ["baseline"], 0.5),
+    ]
+    assert rows[0]["question"] == QUESTIONS[0]
+    assert store.copy_conversation_turns(kept) == 0  # copied once; a turn kept on its own is never re-copied
+    unjudged = {row["trace_id"] for row in store.unjudged_payloads(since_s=3600)}
+    assert trace_id(0) not in unjudged and trace_id(1) in unjudged  # context is never judged

@@ -137,6 +137,17 @@ def tables() -> list[TableDoc]:
             "SELECT labelled_at, reviewer, trace_id, metric, label, note FROM label_writes ORDER BY labelled_at DESC"
             " LIMIT 20",
         ),
+        _table(
+            schema.TRACE_QUESTIONS_TABLE,
+            "every production trace's question and the group of recurring questions it belongs to ({kept})",
+            "SELECT group_id, any(question), count() FROM trace_questions WHERE start_time > now() - INTERVAL 1 DAY"
+            " GROUP BY group_id ORDER BY count() DESC LIMIT 10",
+        ),
+        _table(
+            schema.QUESTION_GROUPS_TABLE,
+            "the recurring questions: one row per group, its representative question ({kept}; read with FINAL)",
+            "SELECT feature, group_id, label, members FROM question_groups FINAL ORDER BY members DESC LIMIT 10",
+        ),
     ]
 
 

@@ -206,7 +206,39 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _documents(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.documents(v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"])
+
+
+def _problem_documents(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.problem_documents(
+        v["since_s"],
+        feature=v["feature"],
+        min_judged=v["min_judged"],
+        limit=v["limit"],
+        tenant=tenant,
+        traffic=v["traffic"],
+    )
+
+
+def _document_shift(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    for name in ("feature", "release_a", "release_b"):
+        if v[name] is None:
+            raise BadParameter(f"document_shift needs {name}")
+    return store.document_shift(
+        v["feature"],
+        v["release_a"],
+        v["release_b"],
+        v["since_s"],
+        group_id=v["group_id"],
+        limit=v["limit"],
+        tenant=tenant,
+        traffic=v["traffic"],
+    )
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
+_DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
     read.name: read
@@ -220,6 +252,19 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # the document views (`for_documents.py`): per document; the ones in answers judged bad; retrieval per
+        # question group, release A against B (feature, release_a and release_b are required)
+        NamedRead("documents", (*_DAY, Count("limit", 50, 1, 10_000)), _documents),
+        NamedRead(
+            "problem_documents",
+            (*_DAY, Count("min_judged", 3, 1, 1_000_000), Count("limit", 20, 1, 10_000)),
+            _problem_documents,
+        ),
+        NamedRead(
+            "document_shift",
+            (*_DAY, Name("release_a"), Name("release_b"), Name("group_id"), Count("limit", 10, 1, 10_000)),
+            _document_shift,
+        ),
     )
 }
 

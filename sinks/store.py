@@ -21,6 +21,7 @@ from typing import Any
 
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
+from ragmon.sinks.for_documents import DocumentMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
 from ragmon.sinks.for_review import ReviewMethods
@@ -43,7 +44,16 @@ from ragmon.sinks.store_base import StoreBase
 from ragmon.data_dir import embedded_store
 
 
-class Store(WriterMethods, SamplerMethods, JudgeMethods, ReportMethods, ReviewMethods, AlertingMethods, StoreBase):
+class Store(
+    WriterMethods,
+    SamplerMethods,
+    JudgeMethods,
+    ReportMethods,
+    ReviewMethods,
+    AlertingMethods,
+    DocumentMethods,
+    StoreBase,
+):
     """ragmon's ClickHouse store over one backend (chDB embedded or a ClickHouse server): each base class is one
     reader's methods (see the module), `StoreBase` what they share."""
 

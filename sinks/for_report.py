@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from ragmon.sinks.activity_sql import span_activity_sql
 from ragmon.sinks.alerts_sql import alert_rows_sql, recent_alerts_sql
 from ragmon.sinks.drift_sql import production_minutes as production_minutes_sql
-from ragmon.sinks.for_documents import DocumentStore
 from ragmon.sinks.kept_share import kept_share_sql, summarise
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql
@@ -24,9 +23,9 @@ from ragmon.sinks.store_base import StoreBase
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 
-class ReportStore(DocumentStore, Protocol):
+class ReportStore(Protocol):
     """What the report commands read (`labelled_scores`, `ragmon calibrate --from-store`'s, is the review queue's:
-    `for_review.py`; the document views are `for_documents.py`'s)."""
+    `for_review.py`)."""
 
     def report(
         self,

@@ -7,6 +7,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_report.py     the report commands and the demo: report, quality, what a run stored, the alerts it fired
     for_review.py     the review queue and `ragmon calibrate --from-store`: labels, and the scores beside them
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
+    for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
 `store_base.py` holds what they all ride on: the backend, callers' reads under their budgets (`query`, `reading`,
@@ -21,6 +22,7 @@ from typing import Any
 
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
+from ragmon.sinks.for_conversations import ConversationMethods
 from ragmon.sinks.for_documents import DocumentMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
@@ -51,6 +53,7 @@ class Store(
     ReportMethods,
     ReviewMethods,
     AlertingMethods,
+    ConversationMethods,
     DocumentMethods,
     StoreBase,
 ):

@@ -200,7 +200,7 @@ def document_shift_sql(
     spans: str,
     questions: str,
     groups: str,
-    feature: str,
+    feature: str | None,
     release_a: str,
     release_b: str,
     start_s: int,
@@ -208,18 +208,19 @@ def document_shift_sql(
     group_id: str | None = None,
     traffic: Traffic = PRODUCTION,
 ) -> tuple[str, dict[str, Any]]:
-    """Per (question group, document) of `feature`: in how many of the group's traces of release A and of release B
-    the document was in the final context, beside the group's traces of each release (rows whose `doc` is '':
-    every trace of the group, retrieved or not). `group_id` narrows it to one group. What `ragmon compare` and
-    the canary call with a feature, a group and two releases."""
+    """Per (question group, document) of `feature` (every feature when None): in how many of the group's traces of
+    release A and of release B the document was in the final context, beside the group's traces of each release
+    (rows whose `doc` is '': every trace of the group, retrieved or not). `group_id` narrows it to one group. What
+    `ragmon compare` and the canary call with a feature, a group and two releases."""
     params: dict[str, Any] = {"release_a": release_a, "release_b": release_b}
     context = final_context(spans, params, start_s, end_s, feature, traffic)
     where = [
         _window(params, start_s, end_s),
-        "feature = {feature:String}",
         "release IN ({release_a:String}, {release_b:String})",
         traffic.condition(params),
     ]
+    if feature is not None:  # `final_context` set the parameter
+        where.append("feature = {feature:String}")
     if group_id is not None:
         params["group_id"] = group_id
         where.append("group_id = {group_id:String}")

@@ -55,7 +55,7 @@ class DocumentStore(Protocol):
 
     def document_shift(
         self,
-        feature: str,
+        feature: str | None,
         release_a: str,
         release_b: str,
         since_s: float,
@@ -209,7 +209,7 @@ class DocumentMethods(StoreBase):
 
     def document_shift(
         self,
-        feature: str,
+        feature: str | None,
         release_a: str,
         release_b: str,
         since_s: float,
@@ -238,11 +238,11 @@ class DocumentMethods(StoreBase):
             traffic,
         )
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
-        groups: dict[str, dict[str, Any]] = {}
+        groups: dict[tuple[str, str], dict[str, Any]] = {}
         for r in rows:
             if str(r["doc"]) == "":
-                groups[str(r["group_id"])] = {
-                    "feature": feature,
+                groups[(str(r["feature"]), str(r["group_id"]))] = {
+                    "feature": str(r["feature"]),
                     "group_id": str(r["group_id"]),
                     "label": str(r["label"]),
                     "example": str(r["example"]),
@@ -251,7 +251,7 @@ class DocumentMethods(StoreBase):
                     "documents": [],
                 }
         for r in rows:
-            group = groups.get(str(r["group_id"]))
+            group = groups.get((str(r["feature"]), str(r["group_id"])))
             if str(r["doc"]) == "" or group is None:
                 continue
             n_a, n_b = group["traces_a"], group["traces_b"]

@@ -253,7 +253,7 @@ def _problem_documents(store: ReadStore, v: dict[str, Any], tenant: str | None) 
 
 
 def _document_shift(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
-    for name in ("feature", "release_a", "release_b"):
+    for name in ("release_a", "release_b"):
         if v[name] is None:
             raise BadParameter(f"document_shift needs {name}")
     return store.document_shift(
@@ -292,7 +292,7 @@ READS: dict[str, NamedRead] = {
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
         # the document views (`for_documents.py`): per document; the ones in answers judged bad; retrieval per
-        # question group, release A against B (feature, release_a and release_b are required)
+        # question group, release A against B (release_a and release_b are required)
         NamedRead("documents", (*_DAY, Count("limit", 50, 1, 10_000)), _documents),
         NamedRead(
             "problem_documents",

@@ -35,6 +35,21 @@ class QuestionStore(Protocol):
     def insert_question_groups(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str: ...
 
 
+class QuestionViewStore(Protocol):
+    """What the named read `question_groups` runs on."""
+
+    def question_groups(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        limit: int = 20,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]: ...
+
+
 class QuestionMethods(StoreBase):
     """The question stage's methods of `Store`, and the question-group view."""
 

@@ -65,17 +65,6 @@ class ReportStore(Protocol):
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
     ) -> list[dict[str, Any]]: ...
 
-    def question_groups(
-        self,
-        since_s: float,
-        *,
-        feature: str | None = None,
-        limit: int = 20,
-        tenant: str | None = None,
-        now_s: float | None = None,
-        traffic: Traffic = PRODUCTION,
-    ) -> list[dict[str, Any]]: ...
-
 
 class ReportMethods(StoreBase):
     """The report's methods of `Store`."""

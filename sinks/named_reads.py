@@ -20,8 +20,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 
+from ragmon.sinks.for_conversations import ConversationStore
+from ragmon.sinks.for_documents import DocumentStore
+from ragmon.sinks.for_questions import QuestionViewStore
 from ragmon.sinks.for_report import ReportStore
 from ragmon.sinks.traffic import Traffic
 
@@ -146,8 +149,38 @@ class TrafficChoice:
         return value.to_params()
 
 
-Param = Window | Count | Name | TrafficChoice
-Run = Callable[[ReportStore, dict[str, Any], "str | None"], Any]  # store, parsed values, tenant -> the answer
+@dataclass(frozen=True)
+class ConversationKey:
+    """Which conversation: `session=ID`, or `trace_id=<32 hex>` for the conversation of any trace of it; one of
+    the two, not both."""
+
+    name: str = "conversation"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("session", "trace_id")
+
+    def parse(self, query: Query) -> dict[str, str]:
+        session, trace_id = _one(query, "session"), _one(query, "trace_id")
+        if bool(session) == bool(trace_id):
+            raise BadParameter("name the conversation by session or by trace_id (one of the two)")
+        if trace_id is not None and not (len(trace_id) == 32 and all(c in "0123456789abcdef" for c in trace_id)):
+            raise BadParameter(f"trace_id must be 32 lowercase hex characters, got {trace_id!r}")
+        return {"session": session} if session else {"trace_id": str(trace_id)}
+
+    def encode(self, value: Any) -> dict[str, str]:
+        if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+            raise BadParameter(f"conversation must be {{'session': ID}} or {{'trace_id': ID}}, got {value!r}")
+        return {key: str(value[key]) for key in self.keys if key in value}
+
+
+class ReadStore(ReportStore, ConversationStore, DocumentStore, QuestionViewStore, Protocol):
+    """What the named reads run on: the report's reads, the conversations', the documents' and the question
+    groups'."""
+
+
+Param = Window | Count | Name | TrafficChoice | ConversationKey
+Run = Callable[[ReadStore, dict[str, Any], "str | None"], Any]  # store, parsed values, tenant -> the answer
 
 
 @dataclass(frozen=True)
@@ -206,13 +239,53 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
-def _question_groups(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+def _documents(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.documents(v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"])
+
+
+def _problem_documents(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.problem_documents(
+        v["since_s"],
+        feature=v["feature"],
+        min_judged=v["min_judged"],
+        limit=v["limit"],
+        tenant=tenant,
+        traffic=v["traffic"],
+    )
+
+
+def _document_shift(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    for name in ("release_a", "release_b"):
+        if v[name] is None:
+            raise BadParameter(f"document_shift needs {name}")
+    return store.document_shift(
+        v["feature"],
+        v["release_a"],
+        v["release_b"],
+        v["since_s"],
+        group_id=v["group_id"],
+        limit=v["limit"],
+        tenant=tenant,
+        traffic=v["traffic"],
+    )
+
+
+def _conversation(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.conversation(**v["conversation"], since_s=v["since_s"], tenant=tenant)
+
+
+def _conversations(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.conversations(v["since_s"], v["limit"], tenant=tenant, traffic=v["traffic"])
+
+
+def _question_groups(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.question_groups(
         v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"]
     )
 
 
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
+_DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
     read.name: read
@@ -226,6 +299,26 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # the document views (`for_documents.py`): per document; the ones in answers judged bad; retrieval per
+        # question group, release A against B (release_a and release_b are required)
+        NamedRead("documents", (*_DAY, Count("limit", 50, 1, 10_000)), _documents),
+        NamedRead(
+            "problem_documents",
+            (*_DAY, Count("min_judged", 3, 1, 1_000_000), Count("limit", 20, 1, 10_000)),
+            _problem_documents,
+        ),
+        NamedRead(
+            "document_shift",
+            (*_DAY, Name("release_a"), Name("release_b"), Name("group_id"), Count("limit", 10, 1, 10_000)),
+            _document_shift,
+        ),
+        # the conversation view: a session's turns in order with their scores, and the sessions active lately
+        NamedRead("conversation", (ConversationKey(), Window("since_s", 7 * 86400.0)), _conversation),
+        NamedRead(
+            "conversations",
+            (Window("since_s", 86400.0), Count("limit", 50, 1, 500), TrafficChoice()),
+            _conversations,
+        ),
         # `ragmon report`'s most common questions, the dashboard's question view: per question group, this window
         # against the one before
         NamedRead("question_groups", (*_WINDOW, Count("limit", 10, 1, 1000)), _question_groups),
@@ -240,7 +333,7 @@ def named_read(name: str) -> NamedRead:
         raise UnknownRead(f"no such read: {name} (reads: {', '.join(READS)})") from None
 
 
-def run_read(store: ReportStore, name: str, values: Mapping[str, Any], *, tenant: str | None = None) -> Any:
+def run_read(store: ReadStore, name: str, values: Mapping[str, Any], *, tenant: str | None = None) -> Any:
     """The answer of read `name` with checked `values` (`NamedRead.parse` or `check`), for `tenant`, as plain JSON."""
     return plain(named_read(name).run(store, dict(values), tenant))
 

@@ -7,6 +7,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_report.py     the report commands and the demo: report, quality, what a run stored, the alerts it fired
     for_review.py     the review queue and `ragmon calibrate --from-store`: labels, and the scores beside them
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
+    for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
     for_questions.py  recurring questions: each decided trace's question, its groups, the question-group view
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
@@ -22,6 +23,8 @@ from typing import Any
 
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
+from ragmon.sinks.for_conversations import ConversationMethods
+from ragmon.sinks.for_documents import DocumentMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_questions import QuestionMethods
 from ragmon.sinks.for_report import ReportMethods
@@ -52,6 +55,8 @@ class Store(
     ReportMethods,
     ReviewMethods,
     AlertingMethods,
+    ConversationMethods,
+    DocumentMethods,
     QuestionMethods,
     StoreBase,
 ):

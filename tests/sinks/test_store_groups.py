@@ -9,8 +9,10 @@ import inspect
 import pytest
 from ragmon.sinks.dashboard_queries import DashboardStore
 from ragmon.sinks.for_alerting import AlertingMethods, AlertingStore
+from ragmon.sinks.for_conversations import ConversationMethods, ConversationStore
+from ragmon.sinks.for_documents import DocumentMethods, DocumentStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
-from ragmon.sinks.for_questions import QuestionMethods, QuestionStore
+from ragmon.sinks.for_questions import QuestionMethods, QuestionStore, QuestionViewStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
 from ragmon.sinks.for_review import ReviewMethods, ReviewStore
 from ragmon.sinks.for_sampler import SamplerMethods, SamplerStore
@@ -25,6 +27,8 @@ GROUPS = (
     ReportMethods,
     ReviewMethods,
     AlertingMethods,
+    ConversationMethods,
+    DocumentMethods,
     QuestionMethods,
     StoreBase,
 )
@@ -37,7 +41,10 @@ PROTOCOLS = (
     ReviewStore,
     AlertingStore,
     DashboardStore,
+    ConversationStore,
+    DocumentStore,
     QuestionStore,
+    QuestionViewStore,
 )
 
 

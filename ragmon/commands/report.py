@@ -17,6 +17,7 @@ from ragmon.commands.common import (
     read_rows,
     traffic_of,
 )
+from ragmon.commands.report_questions import format_questions, most_common_questions
 
 REPORT_FIELDS = (
     "feature",
@@ -70,8 +71,9 @@ def report(args: argparse.Namespace) -> int:
         return 2
     sampling, sampling_error = _kept_share(args, traffic)
     quality, quality_error = _quality(args, traffic)
+    questions, questions_error = most_common_questions(args, traffic)
     if args.json:
-        unavailable = {"sampling": sampling_error, "quality": quality_error}
+        unavailable = {"sampling": sampling_error, "quality": quality_error, "questions": questions_error}
         document = {
             "since_s": args.since,
             "feature": args.feature,
@@ -79,6 +81,7 @@ def report(args: argparse.Namespace) -> int:
             "stages": rows,
             "sampling": sampling,
             "quality": quality,
+            "questions": questions,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
         print(json.dumps(document, default=str))
@@ -91,6 +94,11 @@ def report(args: argparse.Namespace) -> int:
     print(format_report(rows))
     print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
     print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
+    print(
+        f"\nMost common questions: unavailable ({questions_error})"
+        if questions is None
+        else "\n" + format_questions(questions)
+    )
     return 0
 
 

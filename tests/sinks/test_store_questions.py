@@ -183,3 +183,17 @@ def test_the_question_group_view(store: Store) -> None:
     (theirs,) = store.question_groups(3600, now_s=now, tenant="globex")
     assert theirs["requests"] == 1 and theirs["examples"] == ["another tenant's"]
     assert store.question_groups(3600, now_s=now, feature="billing", tenant="acme") == []
+
+
+def test_the_reports_section_names_each_question_and_how_it_moved(store: Store) -> None:
+    from ragmon.commands.report_questions import format_questions
+
+    rows = [_tq(f"p{i}", "qpass", "How do I reset my password?", NOW_S - 100 - i, failed=int(i == 0)) for i in range(4)]
+    rows += [_tq("old", "qpass", "reset password", NOW_S - 3700)]
+    rows += [_tq(f"o{i}", "qother", "something else", NOW_S - 3800 - i) for i in range(3)]
+    store.insert_trace_questions(rows)
+    store.insert_scores([_score("p1", 0.5, 0.5)])
+    text = format_questions(store.question_groups(3600, now_s=NOW_S, tenant="acme"))
+    assert text.splitlines()[1].startswith(' 1. "How do I reset my password?"  [support, qpass]')
+    assert "share 100% (+75 pts) of 4 requests, errors 25%" in text and "faithfulness 0.50" in text
+    assert format_questions([]) == "Most common questions: none grouped in this window"

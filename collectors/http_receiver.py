@@ -30,6 +30,7 @@ from ragmon.collectors.decode import SUPPORTED_ENCODINGS
 from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
 from ragmon.collectors.export_handler import BodyEncoding, ExportHandler
 from ragmon.collectors.exposition import MetricsSource, render_metrics
+from ragmon.collectors.feedback_endpoint import FEEDBACK_PATH, FeedbackEndpoint
 from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead, text_reply
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.collectors.responses import JSON, PROTOBUF, export_response, status_response
@@ -65,8 +66,10 @@ class HttpReceiver:
         read_timeout_s: float = 30.0,
         extra_metrics: Iterable[MetricsSource] = (),
         memory_guard: MemoryGuard | None = None,
+        feedback: FeedbackEndpoint | None = None,
     ) -> None:
         self.host = host
+        self.feedback = feedback  # POST /v1/feedback (`feedback_endpoint.py`), when the agent stores feedback
         self.memory_guard = memory_guard
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
@@ -116,6 +119,8 @@ class HttpReceiver:
 
     # --- the OTLP policy (`http_server.HttpApp`) ------------------------------------------------------------
     def route(self, head: RequestHead) -> Reply | Handle:
+        if head.path == FEEDBACK_PATH and self.feedback is not None:
+            return self.feedback.route(head)
         if head.path != TRACES_PATH:
             if head.method in ("GET", "HEAD") and head.path in ("/health", "/metrics"):
                 if head.path == "/health":

@@ -206,6 +206,14 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_summary(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+
+
+def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
@@ -220,6 +228,9 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
+        NamedRead("feedback", _WINDOW, _feedback),
+        NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
     )
 }
 

@@ -82,7 +82,8 @@ def test_each_outcome_counts_as_designed(agent: Agent) -> None:
     assert rows[""]["unmatched"] >= 1  # the unknown trace's
     # The audit keeps every write: both of u2's values, the retried duplicate once (the engine dropped the re-send).
     audit = agent.store.query(
-        "SELECT trace_id, count() AS n FROM feedback_writes WHERE trace_id IN ({a:String}, {b:String}) GROUP BY trace_id",
+        "SELECT trace_id, count() AS n FROM feedback_writes"
+        " WHERE trace_id IN ({a:String}, {b:String}) GROUP BY trace_id",
         {"a": changed, "b": duplicate},
     )
     assert {row["trace_id"]: row["n"] for row in audit} == {changed: 2, duplicate: 1}

@@ -27,23 +27,32 @@ REQUEST_LOOKBACK_S = 86400
 REQUEST_ID_ATTRIBUTE = "ragmon.request_id"
 
 
-def _resolved(ddl: Ddl, where: str) -> str:
-    """Feedback of the window (the latest per voter; `where` narrows it) with `tid`, the trace it belongs to ('' when
-    the trace is not known yet): its trace id, or the trace of the request span carrying its request id."""
-    spans = ddl.table("spans")
+# Feedback received in the last `since_s` seconds, and the request spans that may carry its request ids.
+_SINCE = "received_at >= now64(3) - toIntervalSecond({since_s:UInt32})"
+_SINCE_REQUESTS = f"start_time >= now64(3) - toIntervalSecond({{since_s:UInt32}} + {REQUEST_LOOKBACK_S})"
+# The same for [start_ns, end_ns): the drift signal's windows.
+BETWEEN = (
+    "received_at >= fromUnixTimestamp64Nano({start_ns:Int64}) AND received_at < fromUnixTimestamp64Nano({end_ns:Int64})"
+)
+BETWEEN_REQUESTS = f"start_time >= fromUnixTimestamp64Nano({{start_ns:Int64}} - {REQUEST_LOOKBACK_S * 10**9})"
+
+
+def _resolved(ddl: Ddl, where: str, received: str = _SINCE, requests: str = _SINCE_REQUESTS) -> str:
+    """Feedback of the window (`received`; the latest per voter; `where` narrows it) with `tid`, the trace it
+    belongs to ('' when the trace is not known yet): its trace id, or the trace of the request span carrying its
+    request id (request spans that started as `requests` says, the window widened by `REQUEST_LOOKBACK_S`)."""
+    spans, feedback = ddl.table("spans"), ddl.table(FEEDBACK_TABLE)
     return (
         "SELECT f.tenant AS tenant, f.name AS name, f.kind AS kind, f.value AS value, f.negative AS negative,\n"
-        "    f.user AS user, f.comment AS comment, f.given_at AS given_at,\n"
+        "    f.user AS user, f.comment AS comment, f.given_at AS given_at, f.received_at AS received_at,\n"
         "    if(f.trace_id != '', f.trace_id, r.resolved) AS tid\n"
-        "  FROM (SELECT tenant, trace_id, request_id, name, kind, value, negative, user, comment, given_at\n"
-        f"    FROM {ddl.table(FEEDBACK_TABLE)} FINAL\n"
-        f"    WHERE received_at >= now64(3) - toIntervalSecond({{since_s:UInt32}}){where}) AS f\n"
+        "  FROM (SELECT tenant, trace_id, request_id, name, kind, value, negative, user, comment, given_at,\n"
+        f"    received_at FROM {feedback} FINAL WHERE {received}{where}) AS f\n"
         "  LEFT JOIN (\n"
         f"    SELECT tenant, attributes['{REQUEST_ID_ATTRIBUTE}'] AS request_id, min(trace_id) AS resolved\n"
         f"    FROM {spans}\n"
-        f"    WHERE start_time >= now64(3) - toIntervalSecond({{since_s:UInt32}} + {REQUEST_LOOKBACK_S})\n"
-        f"      AND stage = 'request' AND request_id IN (SELECT request_id FROM {ddl.table(FEEDBACK_TABLE)}\n"
-        "        WHERE request_id != '' AND received_at >= now64(3) - toIntervalSecond({since_s:UInt32}))\n"
+        f"    WHERE {requests} AND stage = 'request'\n"
+        f"      AND request_id IN (SELECT request_id FROM {feedback} WHERE request_id != '' AND {received})\n"
         "    GROUP BY tenant, request_id\n"
         "  ) AS r ON r.tenant = f.tenant AND r.request_id = f.request_id AND f.request_id != ''"
     )
@@ -141,4 +150,33 @@ def disagreements_sql(ddl: Ddl) -> str:
         "WHERE s.metric = {metric:String} AND s.score_status = 'ok' AND s.score >= {threshold:Float64}\n"
         "  AND v.negative * 2 >= v.verdicts\n"
         "ORDER BY p.start_time DESC, trace_id LIMIT {limit:UInt32}"
+    )
+
+
+def negative_share_scopes_sql(ddl: Ddl, traffic: Traffic, params: dict[str, object]) -> str:
+    """(tenant, feature, '' AS stage) with matched thumbs or ratings received in [start_ns, end_ns)."""
+    verdicts = _resolved(ddl, " AND kind IN ('thumbs', 'rating')", BETWEEN, BETWEEN_REQUESTS)
+    return (
+        f"WITH fb AS ({verdicts}), t AS ({_traces(ddl, 'fb')})\n"
+        "SELECT DISTINCT t.tenant AS tenant, t.feature AS feature, '' AS stage\n"
+        "FROM fb INNER JOIN t ON t.tenant = fb.tenant AND t.trace_id = fb.tid\n"
+        f"WHERE {traffic.condition(params, 't.eval_run')}"
+    )
+
+
+def negative_share_series_sql(ddl: Ddl, traffic: Traffic, params: dict[str, object], examples: int) -> str:
+    """Per window of `received_at` (`{step_ns}` wide from `{start_ns}`), over the scope's ({tenant}, {feature})
+    matched thumbs and ratings: the share that is negative (value), how many (count) and up to `examples` traces
+    with negative feedback (trace_ids)."""
+    verdicts = _resolved(
+        ddl, " AND kind IN ('thumbs', 'rating') AND tenant = {tenant:String}", BETWEEN, BETWEEN_REQUESTS
+    )
+    return (
+        f"WITH fb AS ({verdicts}), t AS ({_traces(ddl, 'fb')})\n"
+        "SELECT intDiv(toUnixTimestamp64Nano(fb.received_at) - {start_ns:Int64}, {step_ns:Int64}) AS window,\n"
+        "  countIf(fb.negative) / count() AS value, count() AS count,\n"
+        f"  arraySlice(groupUniqArrayIf(fb.tid, fb.negative), 1, {int(examples)}) AS trace_ids\n"
+        "FROM fb INNER JOIN t ON t.tenant = fb.tenant AND t.trace_id = fb.tid\n"
+        f"WHERE t.feature = {{feature:String}} AND {traffic.condition(params, 't.eval_run')}\n"
+        "GROUP BY window ORDER BY window"
     )

@@ -16,7 +16,7 @@ end user's verdict on a stored trace (`FeedbackVerdict`: each voter's latest, it
 | similarity_gap | mean gap between rank-1 and rank-2 scores | spans with one | the gaps |
 | norm_deviation | mean |‖v‖ - 1| of the span's vectors | spans with one | the deviations |
 | sla_share | share of requests with duration_ms ≤ sla_ms | requests | — |
-| negative_feedback | share of end users' verdicts (thumbs, ratings; each voter's latest) that are negative, by arrival | verdicts | — |
+| negative_feedback | share of users' latest thumbs and ratings that are negative, by arrival | verdicts | — |
 
 A signal the oracle does not know is a KeyError: a signal added to `SIGNALS` fails tests/drift/test_store_source.py
 until its meaning is written here too.

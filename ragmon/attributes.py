@@ -38,6 +38,10 @@ GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
 ERROR_TYPE: Final = "error.type"
 USER_ID: Final = "user.id"
 SESSION_ID: Final = "session.id"
+# The release and environment (resource attributes, as OTel puts them; read from a span too): where a change is.
+SERVICE_VERSION: Final = "service.version"
+DEPLOYMENT_ENVIRONMENT_NAME: Final = "deployment.environment.name"
+DEPLOYMENT_ENVIRONMENT: Final = "deployment.environment"  # the name before semantic conventions 1.27
 
 # gen_ai.operation.name values per ragmon stage.
 OPERATION_BY_STAGE: Final = {

@@ -23,6 +23,10 @@ SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("user", "String"),
     ("session", "String"),
     ("service", "LowCardinality(String)"),
+    # v10: the app's release (`service.version`, the span's own else its resource's) and where it runs
+    # (`deployment.environment.name`, else the older `deployment.environment`); '' when not sent
+    ("release", "LowCardinality(String)"),
+    ("environment", "LowCardinality(String)"),
     ("start_time", "DateTime64(9)"),  # UTC, nanoseconds
     ("duration_ms", "Float64"),
     ("status", "LowCardinality(String)"),  # ok | error | unset
@@ -39,6 +43,9 @@ SPAN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ttft_ms", "Nullable(Float32)"),
     ("retrieved_ids", "Array(String)"),
     ("retrieved_scores", "Array(Float32)"),
+    # v10: per retrieved document, the paragraph or source it belongs to where the app says so ('' where not):
+    # a label that survives re-chunking, where chunk ids do not
+    ("retrieved_sources", "Array(String)"),
     ("attributes", "Map(String, String)"),  # everything not mapped above, kept verbatim (JSON for non-strings)
     ("ingest_seq", "UInt64"),  # the write-ahead-log position of the request that carried the span; 0 if none
 )

@@ -124,7 +124,7 @@ _MINUTE_ORDER_V1 = "minute, tenant, feature, stage, model"
 _MINUTE_ORDER_V7 = f"{_MINUTE_ORDER_V1}, eval_run"
 _SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"
 _LABEL_ORDER = "tenant, metric, trace_id, reviewer"
-# v10's feedback tables, as v10 made them.
+# v11's feedback tables, as v11 made them.
 _FEEDBACK = _columns(
     "tenant LowCardinality(String), trace_id String, request_id String, name LowCardinality(String),"
     " kind LowCardinality(String), value Float64, negative Bool, voter String, user String, comment String,"
@@ -371,6 +371,17 @@ def _v6(ddl: Ddl, r: Retention) -> list[str]:
     return [table, *ddl.distributed("sampling_1m")]
 
 
+def _key_lacks(ddl: Ddl, table: str, column: str) -> str:
+    """A guard: the live table's sorting key does not hold `column` yet. Not "differs from the order this migration
+    sets": a table whose key grew further since (a creation cut short, or a later migration) must not have its
+    key cut back to this migration's."""
+    return (
+        f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
+        f" AND name = {quote_string(ddl.storage_name(table))}"
+        f" AND NOT has(splitByString(', ', sorting_key), {quote_string(column)})"
+    )
+
+
 def _keyed_eval_run(ddl: Ddl, table: str, columns: Columns, order: str) -> list[str | Step]:
     """`eval_run` added to an aggregating table and appended to its key in one ALTER (ClickHouse lets a key grow
     only by columns added in the same statement; metadata only, no rows rewritten: old rows read '', production).
@@ -378,11 +389,7 @@ def _keyed_eval_run(ddl: Ddl, table: str, columns: Columns, order: str) -> list[
     names = [name for name, _ in columns]
     after = names[names.index(EVAL_RUN_COLUMN[0]) - 1]
     add = f"ADD COLUMN IF NOT EXISTS {EVAL_RUN_COLUMN[0]} {EVAL_RUN_COLUMN[1]} AFTER {after}"
-    storage = ddl.storage_name(table)
-    old_key = (
-        f"SELECT count() > 0 FROM system.tables WHERE database = {quote_string(ddl.topology.database)}"
-        f" AND name = {quote_string(storage)} AND sorting_key != {quote_string(order)}"
-    )
+    old_key = _key_lacks(ddl, table, EVAL_RUN_COLUMN[0])
     alter = f"ALTER TABLE {ddl.local(table)}{ddl.on_cluster} {add}, MODIFY ORDER BY ({order})"
     steps: list[str | Step] = [Step(alter, old_key)]
     if ddl.topology.cluster:  # the Distributed table over it has no key, only the columns
@@ -442,7 +449,92 @@ def _v9(ddl: Ddl) -> list[str]:
     return _added_columns(ddl, "scores", SCORE_COLUMNS_V9, _SCORES)
 
 
-def _v10(ddl: Ddl, r: Retention) -> list[str]:
+# v10 says where: the release and environment on spans, payloads (with the session), scores and the rollups' keys;
+# the paragraph or source of each retrieved document on spans; the question groups.
+_RELEASE_COLUMNS = _columns("release LowCardinality(String), environment LowCardinality(String)")
+_SPANS_V10 = (*_SPANS[:11], *_RELEASE_COLUMNS, *_SPANS[11:27], ("retrieved_sources", "Array(String)"), *_SPANS[27:])
+_PAYLOADS_V10 = (*_PAYLOADS[:4], *_RELEASE_COLUMNS, ("session", "String"), *_PAYLOADS[4:])
+_SCORES_V10 = (*_SCORES[:4], _RELEASE_COLUMNS[0], *_SCORES[4:])
+_ROLLUP_V10 = (*_EVAL_RUN_ROLLUP[:5], *_RELEASE_COLUMNS, *_EVAL_RUN_ROLLUP[5:])
+_MINUTE_ORDER_V10 = f"{_MINUTE_ORDER_V7}, release, environment"
+_TRACE_QUESTIONS = _columns(
+    "tenant LowCardinality(String), trace_id String, feature LowCardinality(String), eval_run LowCardinality(String),"
+    " release LowCardinality(String), environment LowCardinality(String), start_time DateTime64(9),"
+    " group_id String, question String, similarity Float32, failed UInt8, duration_ms Float64"
+)
+_QUESTION_GROUPS = _columns(
+    "tenant LowCardinality(String), feature LowCardinality(String), group_id String, label String,"
+    " normalised String, grouper LowCardinality(String), centroid Array(Float32), members UInt64,"
+    " created_at DateTime64(3), updated_at DateTime64(3)"
+)
+
+
+def _keyed_release(ddl: Ddl, table: str, order: str) -> list[str | Step]:
+    """`release` and `environment` added to a rollup and appended to its key in one ALTER, as v7 did with
+    `eval_run` (old rows read '': no release known). Guarded by the live key."""
+    names = [name for name, _ in _ROLLUP_V10]
+    adds = ", ".join(
+        f"ADD COLUMN IF NOT EXISTS {name} {ch_type} AFTER {names[names.index(name) - 1]}"
+        for name, ch_type in _RELEASE_COLUMNS
+    )
+    old_key = _key_lacks(ddl, table, "release")
+    steps: list[str | Step] = [
+        Step(f"ALTER TABLE {ddl.local(table)}{ddl.on_cluster} {adds}, MODIFY ORDER BY ({order})", old_key)
+    ]
+    if ddl.topology.cluster:
+        steps.append(f"ALTER TABLE {ddl.table(table)}{ddl.on_cluster} {adds}")
+    return steps
+
+
+def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
+    """Where: the release and environment (spans, payloads with the session, scores, the rollups' keys), each
+    retrieved document's paragraph or source (spans), and the question groups (`trace_questions`, one row per
+    trace; `question_groups`, one per group). Old rows read '': no release, no source, no session."""
+    hour_view = ddl.table("spans_1h_mv")
+    keep_apart = "m.eval_run AS eval_run, m.release AS release, m.environment AS environment"
+    hour_select = (
+        _hour_rollup_select(ddl, eval_run=True)
+        .replace("m.eval_run AS eval_run", keep_apart)
+        .replace(
+            "GROUP BY tenant, feature, stage, model, eval_run, hour",
+            "GROUP BY tenant, feature, stage, model, eval_run, release, environment, hour",
+        )
+    )
+    questions = ddl.create_table(
+        "trace_questions",
+        _TRACE_QUESTIONS,
+        engine=ddl.engine("ReplacingMergeTree", "trace_questions"),
+        partition_by="toYYYYMMDD(start_time)",
+        order_by="tenant, start_time, trace_id",
+        ttl=ttl_clause("start_time", r.spans_days),
+        settings="ttl_only_drop_parts = 1, ",
+    )
+    groups = ddl.create_table(
+        "question_groups",
+        _QUESTION_GROUPS,
+        engine=ddl.engine("ReplacingMergeTree", "question_groups", "updated_at"),
+        partition_by=None,
+        order_by="tenant, feature, group_id",
+        ttl=ttl_clause("updated_at", r.rollups_days),
+    )
+    return [
+        *_added_columns(ddl, "spans", (*_RELEASE_COLUMNS, ("retrieved_sources", "Array(String)")), _SPANS_V10),
+        *_added_columns(ddl, "payloads", (*_RELEASE_COLUMNS, ("session", "String")), _PAYLOADS_V10),
+        *_added_columns(ddl, "scores", _RELEASE_COLUMNS[:1], _SCORES_V10),
+        *_keyed_release(ddl, "spans_1m", _MINUTE_ORDER_V10),
+        *_keyed_release(ddl, "spans_1h", _MINUTE_ORDER_V10.replace("minute", "hour")),
+        # Migrations run before the agent inserts anything, so no minute row lands between these two.
+        f"DROP VIEW IF EXISTS {hour_view}{ddl.on_cluster}",
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {hour_view}{ddl.on_cluster}"
+        f" TO {ddl.local('spans_1h')} AS\n{hour_select}",
+        questions,
+        *ddl.distributed("trace_questions"),
+        groups,
+        *ddl.distributed("question_groups"),
+    ]
+
+
+def _v11(ddl: Ddl, r: Retention) -> list[str]:
     """End users' feedback: the log of every write, the latest value per (tenant, trace or request, name, voter),
     and the view between them — one INSERT records a feedback and its audit row together (as v8's labels)."""
     writes = ddl.create_table(
@@ -489,5 +581,6 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
         Migration(8, "labels of kept traces by people, and the log of every label written", tuple(_v8(ddl, retention))),
         Migration(9, "scores: eval_run, the trace's evaluation run ('' = production)", tuple(_v9(ddl))),
-        Migration(10, "end users' feedback, and the log of every feedback written", tuple(_v10(ddl, retention))),
+        Migration(10, "release and environment, documents' sources, question groups", tuple(_v10(ddl, retention))),
+        Migration(11, "end users' feedback, and the log of every feedback written", tuple(_v11(ddl, retention))),
     ]

@@ -41,6 +41,8 @@ Decisions kept from the Python normaliser this replaces:
 - feature: span ``ragmon.feature``, else resource ``ragmon.feature``, else the service name (never copied from
   other spans of the trace: a column must not depend on batching).
 - eval_run: span ``ragmon.eval.run``, else resource ``ragmon.eval.run``, else '' (production traffic).
+- release: ``service.version``, the span's own else its resource's (where OTel puts it); environment:
+  ``deployment.environment.name``, else the older ``deployment.environment``, the same way; '' when not sent.
 - stage: ragmon > OTel GenAI > OpenInference > OpenLLMetry (see `sql_dialects`); a root without one is
   ``request``, any other span ``other``.
 - cost: ``ragmon.cost_usd`` or ``llm.cost.total`` when given; else from the price table when the span has a
@@ -86,9 +88,9 @@ __all__ = ["content_select", "normalise_select", "spans_select"]
 # `ragmon.eval.run` is also a resource attribute of an eval run's spans (`ragmon.evaluation.eval_run`): kept so the
 # span's `eval_run` column and `attributes` have it whichever of the two carried it.
 _RESOURCE_KEPT: Final = (
-    "service.version",
-    "deployment.environment.name",
-    "deployment.environment",
+    A.SERVICE_VERSION,
+    A.DEPLOYMENT_ENVIRONMENT_NAME,
+    A.DEPLOYMENT_ENVIRONMENT,
     A.RAGMON_EVAL_RUN,
 )
 _DEFAULT_SERVICE: Final = "unknown_service"  # OTel's own fallback for a resource without service.name
@@ -245,6 +247,13 @@ _COMMON_COLUMNS: Final = {
 }
 
 
+def _own_else_resource(*keys: str) -> str:
+    """The first non-empty of the span's own attributes `keys`, then its resource's; '' when none is sent."""
+    own = [text(key) for key in keys]
+    resource = [f"nullIf(a['{_RESOURCE_PREFIX}{key}'], '')" for key in keys]
+    return f"coalesce({', '.join((*own, *resource))}, '')"
+
+
 def _cut_map(expr: str, max_chars: int) -> str:
     return f"mapApply((k, t) -> (k, {truncated('t', max_chars)}), {expr})"
 
@@ -317,6 +326,8 @@ def normalise_select(
         f"coalesce({_combined(dialects, 'feature')}, resource_feature, service) AS feature",
         # the span's own marker, else its resource's; '' = production traffic
         f"coalesce({text(A.RAGMON_EVAL_RUN)}, nullIf(a['{_RESOURCE_PREFIX}{A.RAGMON_EVAL_RUN}'], ''), '') AS eval_run",
+        f"{_own_else_resource(A.SERVICE_VERSION)} AS release",
+        f"{_own_else_resource(A.DEPLOYMENT_ENVIRONMENT_NAME, A.DEPLOYMENT_ENVIRONMENT)} AS environment",
         *(f"{_combined(dialects, f, default)} AS {f}" for f, default in _TEXT_DEFAULTS.items()),
         *(_count(dialects, f) for f in _COUNTS),
         *(
@@ -349,6 +360,9 @@ def spans_select(source_table: str, prices: PriceTable | None = None) -> str:
         **_COMMON_COLUMNS,
         "feature": "feature",
         "eval_run": "eval_run",
+        "release": "release",
+        "environment": "environment",
+        "retrieved_sources": "arrayMap(i -> '', docs.1)",
         "user": "texts[2]",
         "session": "texts[3]",
         "service": "service",

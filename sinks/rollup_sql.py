@@ -17,7 +17,9 @@ The rules, per span of the range, against the spans of its trace stored from the
   without usage around the client call that has it: the client call's; both with usage: the outer one's);
 - TTFT likewise: the outermost span of the run that has one;
 - a trace is evaluation traffic (`eval_run`) when any of its spans is: an eval run's spans carry the marker, a
-  downstream service's spans in the same trace may not.
+  downstream service's spans in the same trace may not;
+- a trace's calls count under its release and environment: those of its earliest span that has one (the app's
+  outermost span; a downstream service in the same trace has a version of its own).
 
 How, in the engine, per trace: its spans in start order (a parent starts no later than its children; at equal
 starts the longer first); each span's parent position from one dense numbering of ids then parent ids; one fold
@@ -79,7 +81,7 @@ def rollup_sql(ddl: Ddl) -> str:
     return f"""
 INSERT INTO {ddl.table(ROLLUP_TABLE)} ({columns})
 SELECT tenant, {_at("feature")} AS feature, transform(bit, [{_STAGE_BITS}], [{_STAGE_NAMES}], 'other') AS stage,
-    {_at("model")} AS model, eval_run,
+    {_at("model")} AS model, eval_run, release, environment,
     toStartOfMinute(toDateTime({_at("start_time")})) AS minute,
     countIf(call) AS spans, countIf(call AND {_at("failed")}) AS errors,
     {DURATION_STATE.replace("(", "StateIf(", 1)}({_at("duration_ms")}, call) AS duration_q,
@@ -91,7 +93,7 @@ SELECT tenant, {_at("feature")} AS feature, transform(bit, [{_STAGE_BITS}], [{_S
     sumIf(ifNull({_at("cost_usd")}, 0), usage_counts) AS cost_usd,
     countIf(usage_counts AND {_at("cost_usd")} IS NOT NULL) AS cost_known
 FROM (
-    SELECT tenant, eval_run, s,
+    SELECT tenant, eval_run, release, environment, s,
         bitAnd({_at("own")}, 255) AS bit,
         bitShiftRight(walked, 32) AS above,
         bitAnd(above, bit) = 0 AS call,
@@ -101,6 +103,9 @@ FROM (
         SELECT tenant, trace_id,
             -- the trace's: another service's span in an eval run's trace (sent without the marker) is eval traffic
             anyIf(eval_run, eval_run != '') AS eval_run,
+            -- the trace's release: its outermost span's that has one (a downstream service's is its own)
+            argMinIf(release, start_time, release != '') AS release,
+            argMinIf(environment, start_time, environment != '') AS environment,
             arraySort(x -> ({_at("start_time", "x")}, -{_at("duration_ms", "x")}), groupArray(({source}))) AS spans,
             length(spans) AS n,
             -- each span's parent's position among them (0: the parent is not among the trace's stored spans)
@@ -116,7 +121,7 @@ FROM (
                 CAST([], 'Array(UInt64)')), n, 0) AS walks
         FROM (
             SELECT {", ".join(f for f in _FIELDS if f not in ("own", "failed"))}, stage, status, tenant, trace_id,
-                eval_run
+                eval_run, release, environment
             FROM {ddl.table("spans")}
             WHERE ingest_seq BETWEEN {{seq_from:UInt64}} AND {{context_to:UInt64}}
                 AND (tenant, trace_id) IN (
@@ -128,4 +133,4 @@ FROM (
     WHERE {_at("ingest_seq")} {in_range}
 )
 WHERE call OR usage_counts OR ttft_counts
-GROUP BY tenant, feature, stage, model, eval_run, minute"""
+GROUP BY tenant, feature, stage, model, eval_run, release, environment, minute"""

@@ -83,6 +83,9 @@ PAYLOAD_INSERT_COLUMNS = (
     "trace_id",
     "feature",
     "eval_run",
+    "release",
+    "environment",
+    "session",
     "start_time",
     "question",
     "answer",
@@ -133,7 +136,11 @@ WITH kept AS ({kept}
 ),
 spans_info AS (
     SELECT tenant, trace_id, anyIf(feature, {_ROOT}) AS root_feature, anyIf(feature, feature != '') AS any_feature,
-        anyIf(eval_run, eval_run != '') AS eval_run, min(start_time) AS first_start
+        anyIf(eval_run, eval_run != '') AS eval_run, min(start_time) AS first_start,
+        -- the trace's release, environment and conversation: its earliest span's that has one
+        argMinIf(release, start_time, release != '') AS release,
+        argMinIf(environment, start_time, environment != '') AS environment,
+        argMinIf(session, start_time, session != '') AS session
     FROM {ddl.table("spans")}
     WHERE ingest_seq >= {{min_seq:UInt64}} AND trace_id IN {kept_ids}
     GROUP BY tenant, trace_id
@@ -176,7 +183,7 @@ per_trace AS (
     GROUP BY tenant, trace_id
 )
 SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
-    SELECT tenant, trace_id, feature, eval_run, start_time, question, answer,
+    SELECT tenant, trace_id, feature, eval_run, release, environment, session, start_time, question, answer,
         arrayMap(i -> (ids[i], if(i <= length(scores), toNullable(scores[i]), NULL), texts[i]),
             range(1, greatest(length(ids), length(texts)) + 1)) AS passages,
         tool_calls, messages,
@@ -192,7 +199,8 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
         mapFromArrays(arrayMap(e -> concat(e.1, '/', e.2, '/', e.3), rest), arrayMap(e -> e.4, rest)) AS content,
         sampling_reason, sampling_reasons, inclusion_probability
     FROM (
-        SELECT tenant, trace_id, feature, eval_run, start_time, tool_calls, messages, entries, answer_span,
+        SELECT tenant, trace_id, feature, eval_run, release, environment, session, start_time, tool_calls, messages,
+            entries, answer_span,
             generate_span, passage_span, sampling_reason, sampling_reasons, inclusion_probability,
             -- the last user message of the answering call's prompt: the question of an app traced only at its client
             multiIf(root_question != '', root_question, any_question != '', any_question, chain_input != '',
@@ -207,6 +215,7 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
             -- (and the plan is paid per copy)
             SELECT k.tenant AS tenant, k.trace_id AS trace_id,
                 if(si.root_feature != '', si.root_feature, si.any_feature) AS feature, si.eval_run AS eval_run,
+                si.release AS release, si.environment AS environment, si.session AS session,
                 if(p.trace_id != '', p.first_start, si.first_start) AS start_time,
                 p.root_question AS root_question, p.any_question AS any_question,
                 p.answer_span AS answer_span, p.direct_answer AS direct_answer, p.generate_span AS generate_span,
@@ -264,6 +273,7 @@ SELECT tenant, trace_id, any(feature) AS feature, any(sampling_reason) AS sampli
     any(inclusion_probability) AS inclusion_probability
 FROM {ddl.table("payloads")}
 WHERE start_time >= now() - {{since_s:UInt32}}
+    AND NOT has(sampling_reasons, 'conversation')  -- a kept follow-up's earlier turn: context, never judged
     AND (tenant, trace_id) NOT IN (
         SELECT tenant, trace_id FROM {ddl.table("scores")}
         WHERE run_name = '' AND scored_at >= now() - {{since_s:UInt32}})

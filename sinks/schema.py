@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -103,7 +103,7 @@ class Retention:
     # Captured text per span (`span_content`) only has to outlive the sampler's decision window; counted from
     # arrival, not from the span's start time, so a late span is not dropped on arrival.
     content_hours: int = 24
-    # End users' feedback and the log of every feedback write (v10). Counted from arrival: feedback naming a trace
+    # End users' feedback and the log of every feedback write (v11). Counted from arrival: feedback naming a trace
     # that never arrives (or a request id no span carries) is kept, counted as unmatched, and expires with this.
     feedback_days: int = 180
 
@@ -121,6 +121,10 @@ PAYLOAD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "String"),
     ("feature", "LowCardinality(String)"),
     ("eval_run", "LowCardinality(String)"),  # v7: the `ragmon eval run` the trace belongs to; '' = production
+    # v10: the trace's release and environment (its outermost span's that has one) and its conversation
+    ("release", "LowCardinality(String)"),
+    ("environment", "LowCardinality(String)"),
+    ("session", "String"),
     ("start_time", "DateTime64(9)"),
     ("question", "String"),
     ("answer", "String"),
@@ -141,6 +145,7 @@ SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("trace_id", "String"),
     ("feature", "LowCardinality(String)"),
     ("eval_run", "LowCardinality(String)"),  # v9: the `ragmon eval run` the trace belongs to; '' = production
+    ("release", "LowCardinality(String)"),  # v10: the trace's release (its payload's), so scores compare by release
     ("metric", "LowCardinality(String)"),
     ("judge_version", "LowCardinality(String)"),
     ("value", "Nullable(Float64)"),  # NULL when undefined or the judge failed: never a silent 0
@@ -200,7 +205,39 @@ LABEL_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 LABEL_ORDER = "tenant, metric, trace_id, reviewer"
 
-# v10: end users' own verdict on an answer (`POST /v1/feedback` on the receiver port, `ragmon.feedback` in the SDK).
+# v10: the questions people keep asking (`ragmon.questions`). Every production trace's question is put in a group
+# of near-duplicates and paraphrases once its range is decided; a group keeps its id across days and restarts, so
+# it can be compared across releases. `trace_questions`: one row per trace (kept or not: the grouping reads the
+# text `span_content` holds for every trace); `question_groups`: one row per group, its latest state.
+TRACE_QUESTIONS_TABLE = "trace_questions"
+TRACE_QUESTION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tenant", "LowCardinality(String)"),
+    ("trace_id", "String"),
+    ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),
+    ("release", "LowCardinality(String)"),
+    ("environment", "LowCardinality(String)"),
+    ("start_time", "DateTime64(9)"),  # the trace's first span's start
+    ("group_id", "String"),  # its question group (`question_groups.group_id`)
+    ("question", "String"),  # as the user asked it (redacted as captured), cut
+    ("similarity", "Float32"),  # to the group's representative question, 0–1 (1: the same normalised text)
+    ("failed", "UInt8"),  # 1: a span of the trace had an error status
+    ("duration_ms", "Float64"),  # the request's duration: its root span's (else its longest span's)
+)
+QUESTION_GROUPS_TABLE = "question_groups"
+QUESTION_GROUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tenant", "LowCardinality(String)"),
+    ("feature", "LowCardinality(String)"),
+    ("group_id", "String"),  # stable: derived from the first question's normalised text
+    ("label", "String"),  # the representative question, as first asked
+    ("normalised", "String"),  # its normalised text
+    ("grouper", "LowCardinality(String)"),  # what grouped it: 'lexical' or 'minilm'
+    ("centroid", "Array(Float32)"),  # the grouper's vector of the group (empty for the lexical grouper)
+    ("members", "UInt64"),  # questions grouped into it so far
+    ("created_at", "DateTime64(3)"),
+    ("updated_at", "DateTime64(3)"),
+)
+# v11: end users' own verdict on an answer (`POST /v1/feedback` on the receiver port, `ragmon.feedback` in the SDK).
 # Every write lands in `feedback_writes` (the audit: never replaced); a view copies it into `feedback`, where a later
 # value of the same (tenant, trace or request, name, voter) replaces the earlier one — a user switching thumbs down to
 # up counts once, as up (read with FINAL). Feedback is not joined to its trace when written: it may come before the
@@ -241,6 +278,9 @@ ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("stage", "LowCardinality(String)"),
     ("model", "LowCardinality(String)"),
     ("eval_run", "LowCardinality(String)"),  # v7: '' = production; else the `ragmon eval run` it counts
+    # v10: the trace's release and environment (`service.version`, `deployment.environment.name`)
+    ("release", "LowCardinality(String)"),
+    ("environment", "LowCardinality(String)"),
     ("minute", "DateTime"),
     ("spans", "SimpleAggregateFunction(sum, UInt64)"),
     ("errors", "SimpleAggregateFunction(sum, UInt64)"),
@@ -364,7 +404,8 @@ def ttl_clause(column: str, amount: int, unit: str = "Day") -> str:
 # read and deserialise every granule of the table: over 10M spans / 24 h, a day's report took several times as long
 # with (tenant, feature, stage, model, minute), every minute's keys being spread over all granules (docs/results.md).
 ROLLUP_ORDER_V1 = "minute, tenant, feature, stage, model"
-ROLLUP_ORDER = f"{ROLLUP_ORDER_V1}, eval_run"
+ROLLUP_ORDER_V7 = f"{ROLLUP_ORDER_V1}, eval_run"
+ROLLUP_ORDER = f"{ROLLUP_ORDER_V7}, release, environment"
 SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"
 SAMPLING_ORDER = f"{SAMPLING_ORDER_V6}, eval_run"
 
@@ -444,6 +485,7 @@ def hour_rollup_select(ddl: Ddl) -> str:
     """Minute rows → hour rows, merging the quantile states (lossless for DDSketch): the hourly view's query."""
     return (
         "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.model AS model, m.eval_run AS eval_run,\n"
+        "    m.release AS release, m.environment AS environment,\n"
         "    toStartOfHour(m.minute) AS hour,\n"
         "    sum(m.spans) AS spans, sum(m.errors) AS errors,\n"
         f"    {_state(DURATION_STATE, 'MergeState')}(m.duration_q) AS duration_q,\n"
@@ -452,7 +494,7 @@ def hour_rollup_select(ddl: Ddl) -> str:
         "    sum(m.cached_input_tokens) AS cached_input_tokens,\n"
         "    sum(m.cost_usd) AS cost_usd, sum(m.cost_known) AS cost_known\n"
         f"FROM {ddl.local(ROLLUP_TABLE)} AS m\n"
-        "GROUP BY tenant, feature, stage, model, eval_run, hour"
+        "GROUP BY tenant, feature, stage, model, eval_run, release, environment, hour"
     )
 
 
@@ -586,6 +628,26 @@ TABLES: tuple[Table, ...] = (
         sharded_by=TRACE_SHARDING_KEY,
     ),
     Table(
+        TRACE_QUESTIONS_TABLE,
+        TRACE_QUESTION_COLUMNS,
+        engine="ReplacingMergeTree",  # a range grouped again after a crash collapses onto its first rows
+        order_by="tenant, start_time, trace_id",  # time first: every view reads a window across groups
+        partition_by="toYYYYMMDD(start_time)",
+        ttl=("start_time", "spans_days"),
+        sharded_by=TRACE_SHARDING_KEY,
+        settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
+        QUESTION_GROUPS_TABLE,
+        QUESTION_GROUP_COLUMNS,
+        engine="ReplacingMergeTree",
+        version_column="updated_at",  # a group's latest state (its member count, centroid) replaces the earlier
+        order_by="tenant, feature, group_id",
+        partition_by=None,
+        ttl=("updated_at", "rollups_days"),
+        sharded_by="cityHash64(tenant, feature)",
+    ),
+    Table(
         FEEDBACK_WRITES_TABLE,
         FEEDBACK_COLUMNS,
         engine="MergeTree",  # the audit: never replaced
@@ -653,6 +715,8 @@ TENANT_TABLES = (
     LABEL_WRITES_TABLE,
     LABELS_TABLE,
     f"{LABELS_TABLE}_mv",
+    TRACE_QUESTIONS_TABLE,
+    QUESTION_GROUPS_TABLE,
     FEEDBACK_WRITES_TABLE,
     FEEDBACK_TABLE,
     f"{FEEDBACK_TABLE}_mv",

@@ -138,6 +138,17 @@ def tables() -> list[TableDoc]:
             " LIMIT 20",
         ),
         _table(
+            schema.TRACE_QUESTIONS_TABLE,
+            "every production trace's question and the group of recurring questions it belongs to ({kept})",
+            "SELECT group_id, any(question), count() FROM trace_questions WHERE start_time > now() - INTERVAL 1 DAY"
+            " GROUP BY group_id ORDER BY count() DESC LIMIT 10",
+        ),
+        _table(
+            schema.QUESTION_GROUPS_TABLE,
+            "the recurring questions: one row per group, its representative question ({kept}; read with FINAL)",
+            "SELECT feature, group_id, label, members FROM question_groups FINAL ORDER BY members DESC LIMIT 10",
+        ),
+        _table(
             schema.FEEDBACK_TABLE,
             "end users' feedback on answers, the latest per trace (or request id), name and voter ({kept}; read"
             " with FINAL; joined to its trace when read)",

@@ -7,6 +7,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_report.py     the report commands and the demo: report, quality, what a run stored, the alerts it fired
     for_review.py     the review queue and `ragmon calibrate --from-store`: labels, and the scores beside them
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
+    for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
     for_feedback.py   end users' feedback: the receiver's writes, and the reads that use it
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
+from ragmon.sinks.for_conversations import ConversationMethods
 from ragmon.sinks.for_feedback import FeedbackMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
@@ -52,6 +54,7 @@ class Store(
     ReportMethods,
     ReviewMethods,
     AlertingMethods,
+    ConversationMethods,
     FeedbackMethods,
     StoreBase,
 ):

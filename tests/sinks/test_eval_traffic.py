@@ -148,9 +148,13 @@ def test_a_v8_store_migrates_its_scores_as_production_and_keeps_finding_eval_one
     old.migrate()
     old.backend.execute(f"ALTER TABLE {db}.scores DROP COLUMN eval_run")  # v1 makes it with today's columns
     now = datetime.now(UTC) - timedelta(minutes=1)
-    payload = {"tenant": "acme", "feature": "qa", "start_time": now, "inclusion_probability": 1.0}
-    # a v8 agent judged a production trace and an eval run's, whose payload is still there
-    old.insert_payloads([{**payload, "trace_id": "a" * 32}, {**payload, "trace_id": "b" * 32, "eval_run": "nightly"}])
+    # a v8 agent judged a production trace and an eval run's, whose payload is still there (v8's payload columns)
+    for trace_id, eval_run in (("a" * 32, ""), ("b" * 32, "nightly")):
+        old.backend.execute(
+            f"INSERT INTO {db}.payloads (tenant, trace_id, feature, eval_run, start_time, inclusion_probability)"
+            " VALUES ('acme', {trace_id:String}, 'qa', {eval_run:String}, {start:DateTime64(9)}, 1.0)",
+            {"trace_id": trace_id, "eval_run": eval_run, "start": now.replace(tzinfo=None)},
+        )
     for trace_id, value in (("a" * 32, 1.0), ("b" * 32, 0.0)):
         old.backend.execute(
             f"INSERT INTO {db}.scores (tenant, trace_id, feature, metric, judge_version, value, status, scored_at,"
@@ -174,7 +178,7 @@ def test_a_v8_store_migrates_its_scores_as_production_and_keeps_finding_eval_one
             {"trace_id": "b" * 32, "eval_run": ""},
         ]
         versions = store.query(f"SELECT version FROM {db}.schema_migrations FINAL ORDER BY version")
-        assert [r["version"] for r in versions][-2:] == [8, 9]
+        assert [r["version"] for r in versions][-3:] == [8, 9, 10]
         # the old eval score is still the run's while its payload lasts (the fallback through payloads)
         nightly = Traffic.of(eval_run="nightly")
         means = {
@@ -196,7 +200,8 @@ def test_a_v6_store_migrates_with_its_rows_as_production(
     db = database
     for table in ("spans", "payloads"):  # v1 makes them with today's columns; a real v6 store had no eval_run
         old.backend.execute(f"ALTER TABLE {db}.{table} DROP COLUMN eval_run")
-    columns = [(name, kind) for name, kind in SPAN_COLUMNS if name != "eval_run"]
+    v10 = ("release", "environment", "retrieved_sources")  # nor what v10 added
+    columns = [(name, kind) for name, kind in SPAN_COLUMNS if name != "eval_run" and name not in v10]
     start_ns = (int(time.time()) // 3600 * 3600 - 2 * 3600) * 10**9
     batch = make_batch(40, seed=11, start_ns=start_ns, features=("qa",))
     old.backend.insert(f"{db}.spans", to_table(batch.columns(), columns), {"optimize_on_insert": 0})

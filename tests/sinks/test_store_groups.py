@@ -9,6 +9,7 @@ import inspect
 import pytest
 from ragmon.sinks.dashboard_queries import DashboardStore
 from ragmon.sinks.for_alerting import AlertingMethods, AlertingStore
+from ragmon.sinks.for_conversations import ConversationMethods, ConversationStore
 from ragmon.sinks.for_feedback import FeedbackMethods, FeedbackStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
@@ -25,6 +26,7 @@ GROUPS = (
     ReportMethods,
     ReviewMethods,
     AlertingMethods,
+    ConversationMethods,
     FeedbackMethods,
     StoreBase,
 )
@@ -37,6 +39,7 @@ PROTOCOLS = (
     ReviewStore,
     AlertingStore,
     DashboardStore,
+    ConversationStore,
     FeedbackStore,
 )
 

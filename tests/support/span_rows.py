@@ -36,6 +36,8 @@ class SpanBatch:
     user: list[str] = field(default_factory=list)
     session: list[str] = field(default_factory=list)
     service: list[str] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)  # optional: '' for every row when left empty
+    environment: list[str] = field(default_factory=list)  # optional, likewise
     start_time: list[int] = field(default_factory=list)  # unix nanoseconds
     duration_ms: list[float] = field(default_factory=list)
     status: list[str] = field(default_factory=list)
@@ -52,6 +54,7 @@ class SpanBatch:
     ttft_ms: list[float | None] = field(default_factory=list)
     retrieved_ids: list[list[str]] = field(default_factory=list)
     retrieved_scores: list[list[float]] = field(default_factory=list)
+    retrieved_sources: list[list[str]] = field(default_factory=list)  # optional: '' per retrieved id when left empty
     attributes: list[dict[str, str]] = field(default_factory=list)
     ingest_seq: list[int] = field(default_factory=list)
 
@@ -59,10 +62,21 @@ class SpanBatch:
         return len(self.span_id)
 
     def columns(self) -> dict[str, list[Any]]:
+        self._default_optional()
         return {name: getattr(self, name) for name, _ in SPAN_COLUMNS}
+
+    def _default_optional(self) -> None:
+        """The columns builders may leave empty (added with v10) get their defaults: no release, no sources."""
+        n = len(self.span_id)
+        for name in ("release", "environment"):
+            if not getattr(self, name):
+                getattr(self, name).extend([""] * n)
+        if not self.retrieved_sources:
+            self.retrieved_sources.extend([""] * len(ids) for ids in self.retrieved_ids)
 
     def take(self, indices: list[int]) -> SpanBatch:
         """A new batch with the rows at `indices`, in that order."""
+        self._default_optional()
         out = SpanBatch()
         for name, _ in SPAN_COLUMNS:
             column = getattr(self, name)

@@ -59,18 +59,18 @@ def _resolved(ddl: Ddl, where: str, received: str = _SINCE, requests: str = _SIN
 
 
 def _traces(ddl: Ddl, source: str) -> str:
-    """Per trace named by `source`'s `tid`: its feature (the first span that has one) and its eval run."""
+    """Per trace named by `source`'s `tid`: its feature and release (the first span's that has one) and eval run."""
     return (
         "SELECT tenant, trace_id, argMinIf(feature, start_time, feature != '') AS feature,"
-        " any(eval_run) AS eval_run\n"
+        " argMinIf(release, start_time, release != '') AS release, any(eval_run) AS eval_run\n"
         f"  FROM {ddl.table('spans')} WHERE trace_id IN (SELECT tid FROM {source} WHERE tid != '')\n"
         "  GROUP BY tenant, trace_id"
     )
 
 
 def summary_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[str, object]) -> str:
-    """Per feature (unmatched feedback under feature ''): how much feedback, matched or not, thumbs up and down,
-    ratings and their mean, named scores, and the share of negative verdicts (thumbs down or a rating of 1-2) among
+    """Per feature and release (`service.version`; unmatched feedback under feature and release ''): how much
+    feedback, matched or not, thumbs up and down, ratings and their mean, named scores, and the share of negative verdicts (thumbs down or a rating of 1-2) among
     thumbs and ratings. Feedback on evaluation traffic is left out of production's figures (and kept in an eval
     run's); unmatched feedback counts as production."""
     only = " AND t.feature = {feature:String}" if feature else ""
@@ -82,7 +82,8 @@ def summary_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[st
     return (
         f"WITH fb AS ({_resolved(ddl, '')}),\n"
         f"  t AS ({_traces(ddl, 'fb')})\n"
-        "SELECT if(t.trace_id = '', '', t.feature) AS feature, count() AS feedback,\n"
+        "SELECT if(t.trace_id = '', '', t.feature) AS feature, if(t.trace_id = '', '', t.release) AS release,\n"
+        "  count() AS feedback,\n"
         "  countIf(t.trace_id != '') AS matched, countIf(t.trace_id = '') AS unmatched,\n"
         "  countIf(fb.kind = 'thumbs' AND fb.value = 1) AS thumbs_up,\n"
         "  countIf(fb.kind = 'thumbs' AND fb.value = 0) AS thumbs_down,\n"
@@ -93,7 +94,7 @@ def summary_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[st
         "  if(verdicts > 0, negative / verdicts, NULL) AS negative_share\n"
         "FROM fb LEFT JOIN t ON t.tenant = fb.tenant AND t.trace_id = fb.tid\n"
         f"WHERE {traffic_condition}{only}\n"
-        "GROUP BY feature ORDER BY feature"
+        "GROUP BY feature, release ORDER BY feature, release"
     )
 
 

@@ -41,8 +41,8 @@ class FeedbackMethods(StoreBase):
         tenant: str | None = None,
         traffic: Traffic = PRODUCTION,
     ) -> list[dict[str, Any]]:
-        """Feedback received in the last `since_s` seconds per feature (`feedback_sql.summary_sql`); unmatched
-        feedback (its trace not in the store) under feature ''."""
+        """Feedback received in the last `since_s` seconds per feature and release (`feedback_sql.summary_sql`);
+        unmatched feedback (its trace not in the store) under feature ''."""
         params: dict[str, Any] = {"since_s": int(since_s)}
         if feature:
             params["feature"] = feature

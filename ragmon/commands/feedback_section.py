@@ -18,18 +18,22 @@ def read_feedback(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str
 
 
 def format_feedback(rows: list[dict[str, Any]]) -> str:
-    """One line per feature: feedback received, thumbs, ratings, the share of negative verdicts (thumbs down or a
-    rating of 1-2, among thumbs and ratings), and how much is not matched to a trace (yet)."""
+    """One line per feature and release: feedback received, thumbs, ratings, the share of negative verdicts (thumbs
+    down or a rating of 1-2, among thumbs and ratings), and how much is not matched to a trace (yet)."""
     if not rows:
         return "end-user feedback: none in this window"
     out = ["end-user feedback (latest per user; negative = thumbs down or a rating of 1-2)"]
-    out.append(f"  {'feature':<24} {'feedback':>8} {'up':>5} {'down':>5} {'ratings':>7} {'mean':>5} {'negative':>8}")
+    out.append(
+        f"  {'feature':<24} {'release':<12} {'feedback':>8} {'up':>5} {'down':>5} {'ratings':>7} {'mean':>5}"
+        f" {'negative':>8}"
+    )
     for row in rows:
         feature = row["feature"] or "(no trace yet)"
         mean = "-" if row.get("mean_rating") is None else f"{row['mean_rating']:.2f}"
         share = "-" if row.get("negative_share") is None else f"{100 * row['negative_share']:.0f}%"
+        release = row.get("release") or "-"
         out.append(
-            f"  {feature:<24} {row['feedback']:>8} {row['thumbs_up']:>5} {row['thumbs_down']:>5}"
+            f"  {feature:<24} {release:<12} {row['feedback']:>8} {row['thumbs_up']:>5} {row['thumbs_down']:>5}"
             f" {row['ratings']:>7} {mean:>5} {share:>8}"
         )
     unmatched = sum(int(row["unmatched"]) for row in rows)

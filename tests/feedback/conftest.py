@@ -78,7 +78,13 @@ def new_trace_id() -> str:
 
 
 def send_trace(
-    agent: Agent, trace_id: str, *, feature: str, key: str = API_KEYS["acme"], request_id: str | None = None
+    agent: Agent,
+    trace_id: str,
+    *,
+    feature: str,
+    key: str = API_KEYS["acme"],
+    request_id: str | None = None,
+    release: str | None = None,
 ) -> None:
     """One request span over OTLP/JSON, as any OpenTelemetry exporter sends it."""
     now_ns = time.time_ns()
@@ -97,7 +103,8 @@ def send_trace(
         "endTimeUnixNano": str(now_ns),
         "attributes": attributes,
     }
-    body = {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": [span]}]}]}
+    resource = [] if release is None else [{"key": "service.version", "value": {"stringValue": release}}]
+    body = {"resourceSpans": [{"resource": {"attributes": resource}, "scopeSpans": [{"spans": [span]}]}]}
     response = httpx.post(
         f"{receiver_url(agent)}/v1/traces",
         json=body,

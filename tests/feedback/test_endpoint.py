@@ -89,6 +89,26 @@ def test_each_outcome_counts_as_designed(agent: Agent) -> None:
     assert {row["trace_id"]: row["n"] for row in audit} == {changed: 2, duplicate: 1}
 
 
+def test_figures_per_feature_and_release(agent: Agent) -> None:
+    old, new = new_trace_id(), new_trace_id()
+    send_trace(agent, old, feature="by-release", release="1.0")
+    send_trace(agent, new, feature="by-release", release="2.0")
+    assert (
+        post_feedback(
+            agent, [{"trace_id": old, "thumbs": "up", "user": "r1"}, {"trace_id": new, "rating": 1, "user": "r1"}]
+        ).status_code
+        == 200
+    )
+
+    def rows() -> dict[str, dict[str, Any]]:
+        read = agent.store.feedback_summary(3600, feature="by-release", tenant="acme")
+        return {row["release"]: row for row in read}
+
+    got = poll(rows, lambda got: set(got) == {"1.0", "2.0"})
+    assert (got["1.0"]["thumbs_up"], got["1.0"]["negative_share"]) == (1, 0.0)
+    assert (got["2.0"]["ratings"], got["2.0"]["negative_share"]) == (1, 1.0)
+
+
 def _now() -> float:
     import time
 

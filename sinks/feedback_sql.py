@@ -70,9 +70,9 @@ def _traces(ddl: Ddl, source: str) -> str:
 
 def summary_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[str, object]) -> str:
     """Per feature and release (`service.version`; unmatched feedback under feature and release ''): how much
-    feedback, matched or not, thumbs up and down, ratings and their mean, named scores, and the share of negative verdicts (thumbs down or a rating of 1-2) among
-    thumbs and ratings. Feedback on evaluation traffic is left out of production's figures (and kept in an eval
-    run's); unmatched feedback counts as production."""
+    feedback, matched or not, thumbs up and down, ratings and their mean, named scores, and the share of negative
+    verdicts (thumbs down or a rating of 1-2) among thumbs and ratings. Feedback on evaluation traffic is left out
+    of production's figures (and kept in an eval run's); unmatched feedback counts as production."""
     only = " AND t.feature = {feature:String}" if feature else ""
     traffic_condition = traffic.condition(params, "t.eval_run")
     if traffic.is_production:

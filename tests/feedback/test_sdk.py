@@ -90,3 +90,17 @@ def test_an_unreachable_agent_costs_the_app_nothing_and_is_counted() -> None:
     assert ragmon.force_flush(30.0)
     dropped = ragmon.stats()["feedback"]["dropped"]
     assert sum(dropped.values()) == 1 and next(iter(dropped)).startswith("retries_exhausted")
+
+
+def test_the_readme_feedback_settings_are_valid() -> None:
+    import re
+    from pathlib import Path
+
+    from ragmon.settings import load_settings
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", readme, flags=re.S) if "feedback_keys" in b]
+    settings = load_settings(__import__("tomllib").loads(block), env={})
+    assert list(settings.agent.feedback_keys) == ["acme"] and settings.agent.feedback_origins == [
+        "https://app.example.com"
+    ]

@@ -1,4 +1,5 @@
-"""OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate), ``GET /health``, ``GET /metrics``.
+"""OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate), ``GET /health``, ``GET /metrics``, and
+``POST /v1/feedback`` when the agent gives it a `FeedbackEndpoint` (end users' feedback: `feedback_endpoint.py`).
 
 The HTTP/1.1 server is `http_server.py` (h11 on asyncio, shared with the agent's API port): framing, keep-alive,
 pipelining, ``Expect: 100-continue``, body limits while the client sends, read deadlines, lingering close and the

@@ -24,6 +24,7 @@ from typing import Any
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
 from ragmon.sinks.for_conversations import ConversationMethods
+from ragmon.sinks.for_documents import DocumentMethods
 from ragmon.sinks.for_feedback import FeedbackMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
@@ -55,6 +56,7 @@ class Store(
     ReviewMethods,
     AlertingMethods,
     ConversationMethods,
+    DocumentMethods,
     FeedbackMethods,
     StoreBase,
 ):

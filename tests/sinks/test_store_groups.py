@@ -10,6 +10,7 @@ import pytest
 from ragmon.sinks.dashboard_queries import DashboardStore
 from ragmon.sinks.for_alerting import AlertingMethods, AlertingStore
 from ragmon.sinks.for_conversations import ConversationMethods, ConversationStore
+from ragmon.sinks.for_documents import DocumentMethods, DocumentStore
 from ragmon.sinks.for_feedback import FeedbackMethods, FeedbackStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
@@ -27,6 +28,7 @@ GROUPS = (
     ReviewMethods,
     AlertingMethods,
     ConversationMethods,
+    DocumentMethods,
     FeedbackMethods,
     StoreBase,
 )
@@ -40,6 +42,7 @@ PROTOCOLS = (
     AlertingStore,
     DashboardStore,
     ConversationStore,
+    DocumentStore,
     FeedbackStore,
 )
 

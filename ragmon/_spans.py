@@ -399,9 +399,17 @@ class RequestSpan(StageSpan):
     stage = "request"
 
     def __init__(
-        self, feature: str, *, user: str | None = None, session: str | None = None, question: str | None = None
+        self,
+        feature: str,
+        *,
+        user: str | None = None,
+        session: str | None = None,
+        question: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         attributes: dict[str, Any] = {attr.RAGMON_STAGE: "request", attr.RAGMON_FEATURE: feature}
+        if request_id is not None:  # the app's own id of this request: `ragmon.feedback(request_id=...)` names it
+            attributes[attr.RAGMON_REQUEST_ID] = str(request_id)
         if user is not None:
             attributes[attr.RAGMON_USER] = str(user)
         if session is not None:

@@ -124,6 +124,13 @@ _MINUTE_ORDER_V1 = "minute, tenant, feature, stage, model"
 _MINUTE_ORDER_V7 = f"{_MINUTE_ORDER_V1}, eval_run"
 _SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"
 _LABEL_ORDER = "tenant, metric, trace_id, reviewer"
+# v11's feedback tables, as v11 made them.
+_FEEDBACK = _columns(
+    "tenant LowCardinality(String), trace_id String, request_id String, name LowCardinality(String),"
+    " kind LowCardinality(String), value Float64, negative Bool, voter String, user String, comment String,"
+    " feedback_id String, source LowCardinality(String), given_at DateTime64(3), received_at DateTime64(3)"
+)
+_FEEDBACK_ORDER = "tenant, trace_id, request_id, name, voter"
 
 
 def _state(function: str, suffix: str) -> str:
@@ -531,6 +538,33 @@ def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
     ]
 
 
+def _v11(ddl: Ddl, r: Retention) -> list[str]:
+    """End users' feedback: the log of every write, the latest value per (tenant, trace or request, name, voter),
+    and the view between them — one INSERT records a feedback and its audit row together (as v8's labels)."""
+    writes = ddl.create_table(
+        "feedback_writes",
+        _FEEDBACK,
+        engine=ddl.engine("MergeTree", "feedback_writes"),
+        partition_by="toYYYYMM(received_at)",
+        order_by=f"{_FEEDBACK_ORDER}, received_at",
+        ttl=ttl_clause("received_at", r.feedback_days),
+    )
+    latest = ddl.create_table(
+        "feedback",
+        _FEEDBACK,
+        engine=ddl.engine("ReplacingMergeTree", "feedback", "given_at"),
+        partition_by=None,
+        order_by=_FEEDBACK_ORDER,
+        ttl=ttl_clause("received_at", r.feedback_days),
+    )
+    names = ", ".join(quote_identifier(name) for name, _ in _FEEDBACK)
+    view = (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table('feedback_mv')}{ddl.on_cluster}"
+        f" TO {ddl.local('feedback')} AS\nSELECT {names} FROM {ddl.local('feedback_writes')}"
+    )
+    return [writes, *ddl.distributed("feedback_writes"), latest, *ddl.distributed("feedback"), view]
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -556,4 +590,5 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
             "release and environment, documents' sources, session index, question groups",
             tuple(_v10(ddl, retention)),
         ),
+        Migration(11, "end users' feedback, and the log of every feedback written", tuple(_v11(ddl, retention))),
     ]

@@ -276,6 +276,14 @@ def _conversations(store: ReadStore, v: dict[str, Any], tenant: str | None) -> A
     return store.conversations(v["since_s"], v["limit"], tenant=tenant, traffic=v["traffic"])
 
 
+def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_summary(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+
+
+def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
 _DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
@@ -311,6 +319,9 @@ READS: dict[str, NamedRead] = {
             (Window("since_s", 86400.0), Count("limit", 50, 1, 500), TrafficChoice()),
             _conversations,
         ),
+        # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
+        NamedRead("feedback", _WINDOW, _feedback),
+        NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
     )
 }
 

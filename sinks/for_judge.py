@@ -30,7 +30,7 @@ class JudgeMethods(StoreBase):
     """The judges' methods of `Store`."""
 
     def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """trace_id → its payload's question, answer, passage_texts, feature, eval_run, sampling_reason and
+        """trace_id → its payload's question, answer, passage_texts, feature, eval_run, release, sampling_reason and
         inclusion_probability, for those of `trace_ids` (of `tenant`) that have one: one query for many traces."""
         if not trace_ids:
             return {}

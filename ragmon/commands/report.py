@@ -141,7 +141,7 @@ def format_releases(rows: list[dict[str, Any]]) -> str:
         return "releases: no requests in this window"
     headers = ("feature", "release", "env", "first seen", "last seen", "requests", "errors", "p95 ms", "$/request")
     metrics = sorted({q["metric"] for row in rows for q in row["quality"]})
-    table = [(*headers, *(f"{metric} (weighted)" for metric in metrics))]
+    table = [(*headers, *(f"{metric}, weighted" for metric in metrics))]
     for row in rows:
         by_metric = {}  # of several judge versions of a metric, the one with the most scores
         for q in sorted(row["quality"], key=lambda q: q["ok"]):

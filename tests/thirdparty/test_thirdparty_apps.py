@@ -427,6 +427,22 @@ def test_tokens_and_cost_per_request_are_what_the_llm_reported(run: Run) -> None
     assert totals["cost_usd"] == pytest.approx(sum(expected.values()))
 
 
+def test_the_release_the_app_sent_is_on_its_spans_its_scores_and_the_releases_read(run: Run) -> None:
+    """`service.version` and `deployment.environment.name` on the app's resource (OTEL_RESOURCE_ATTRIBUTES): every
+    stored span says them, every score of the app's traces carries the release, and `ragmon report --release`
+    counts the requests the rollups counted, under that release."""
+    assert run.spans and {(s["release"], s["environment"]) for s in run.spans} == {(RELEASE, "prod")}
+    assert run.scores and {score["release"] for score in run.scores.values()} == {RELEASE}
+    document = json.loads(
+        _cli("report", "--json", "--since", "1h", "--release", RELEASE, "--data-dir", str(run.agent.data_dir))
+    )
+    requests = sum(r["requests"] for r in run.report if r["stage"] == "request")
+    assert sum(r["requests"] for r in document["stages"] if r["stage"] == "request") == requests
+    assert [(r["release"], r["environments"], r["requests"]) for r in document["releases"]] == [
+        (RELEASE, ["prod"], requests)
+    ]
+
+
 def test_the_failed_llm_call_is_an_error_trace_and_kept(run: Run) -> None:
     for question in FAILED:
         calls = counted(run.spans_of(question), "generate")

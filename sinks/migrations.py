@@ -481,8 +481,9 @@ def _keyed_release(ddl: Ddl, table: str, order: str) -> list[str | Step]:
 
 def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
     """Where: the release and environment (spans, payloads with the session, scores, the rollups' keys), each
-    retrieved document's paragraph or source (spans), and the question groups (`trace_questions`, one row per
-    trace; `question_groups`, one per group). Old rows read '': no release, no source, no session."""
+    retrieved document's paragraph or source (spans), an index on the session (spans), and the question groups
+    (`trace_questions`, one row per trace; `question_groups`, one per group). Old rows read '': no release, no
+    source, no session."""
     hour_view = ddl.table("spans_1h_mv")
     keep_apart = "m.eval_run AS eval_run, m.release AS release, m.environment AS environment"
     hour_select = (
@@ -512,6 +513,9 @@ def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
     )
     return [
         *_added_columns(ddl, "spans", (*_RELEASE_COLUMNS, ("retrieved_sources", "Array(String)")), _SPANS_V10),
+        # a conversation's turns are read by session; parts written before this read without the index
+        f"ALTER TABLE {ddl.local('spans')}{ddl.on_cluster}"
+        " ADD INDEX IF NOT EXISTS idx_session session TYPE bloom_filter(0.01) GRANULARITY 4",
         *_added_columns(ddl, "payloads", (*_RELEASE_COLUMNS, ("session", "String")), _PAYLOADS_V10),
         *_added_columns(ddl, "scores", _RELEASE_COLUMNS[:1], _SCORES_V10),
         *_keyed_release(ddl, "spans_1m", _MINUTE_ORDER_V10),
@@ -547,5 +551,9 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
         Migration(8, "labels of kept traces by people, and the log of every label written", tuple(_v8(ddl, retention))),
         Migration(9, "scores: eval_run, the trace's evaluation run ('' = production)", tuple(_v9(ddl))),
-        Migration(10, "release and environment, documents' sources, question groups", tuple(_v10(ddl, retention))),
+        Migration(
+            10,
+            "release and environment, documents' sources, session index, question groups",
+            tuple(_v10(ddl, retention)),
+        ),
     ]

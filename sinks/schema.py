@@ -491,6 +491,8 @@ TABLES: tuple[Table, ...] = (
             "INDEX idx_trace_id trace_id TYPE bloom_filter(0.01) GRANULARITY 4",
             # The sampler reads `WHERE ingest_seq BETWEEN a AND b` on recent data: fresh parts hold narrow ranges.
             "INDEX idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
+            # v10: a conversation's turns are read by session (`conversation_sql.py`), outside the sort key
+            "INDEX idx_session session TYPE bloom_filter(0.01) GRANULARITY 4",
         ),
         settings=_DROP_WHOLE_PARTS,
     ),

@@ -23,6 +23,7 @@ from typing import Any
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
 from ragmon.sinks.for_conversations import ConversationMethods
+from ragmon.sinks.for_documents import DocumentMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
 from ragmon.sinks.for_review import ReviewMethods
@@ -53,6 +54,7 @@ class Store(
     ReviewMethods,
     AlertingMethods,
     ConversationMethods,
+    DocumentMethods,
     StoreBase,
 ):
     """ragmon's ClickHouse store over one backend (chDB embedded or a ClickHouse server): each base class is one

@@ -28,6 +28,7 @@ from ragmon.drift import (
     AlertRecord,
     AlertsConfig,
     Dispatcher,
+    Locator,
     SignalSource,
     StoreSignalSource,
     build_dispatcher,
@@ -118,6 +119,7 @@ class AlertingService:
             source or StoreSignalSource(store),
             clock=clock,
             sinks=[self.store_sink, self.dispatcher],  # stored first: the table is the record of what happened
+            locate=Locator(store),  # each firing alert says where: the release, the question (ragmon.drift.where)
         )
         self.run_errors = 0
         self.health: Component | None = (
@@ -209,6 +211,9 @@ class AlertingService:
         rows.add_metric(["dropped"], self.store_sink.dropped)
         yield rows
         yield CounterMetricFamily("ragmon_alert_store_errors", "Failed alert inserts.", self.store_sink.errors)
+        yield CounterMetricFamily(
+            "ragmon_alert_locate_errors", "Firing alerts sent without where: its read failed.", stats.locate_errors
+        )
         deliveries = CounterMetricFamily(
             "ragmon_alert_deliveries", "Alert deliveries, by channel and result.", labels=["channel", "result"]
         )

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import UTC, datetime
 
 from ragmon.sinks import Store, open_store
+from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE
 
-from tests.dashboard.known_rows import alert, insert_traces, payload, request, score, utc
+from tests.dashboard.known_rows import Trace, alert, insert_traces, payload, request, score, span_id, utc
 from tests.labels import known_labels
+from tests.support.span_rows import SpanBatch, insert_spans
 
 TENANTS = {"acme": "docs-qa", "globex": "globex-qa"}  # tenant -> its feature
 GLOBEX_JUDGE = "globex-judge-v1"
@@ -35,6 +38,7 @@ def fill(store: Store, now_s: float | None = None) -> None:
     store.insert_scores(
         [score(t, "faithfulness", 0.2 + 0.1 * (int(t.trace_id, 16) % 5), at_s=now_s - 300) for t in traces]
     )
+    _documents(store, traces, now_s)
     minute = utc(now_s - 600 - (now_s % 60))
     store.insert_sampling_counts(
         [
@@ -56,6 +60,51 @@ def fill(store: Store, now_s: float | None = None) -> None:
         ids = [known_labels.trace_id(base + i) for i in range(4)]
         known_labels.score(store, tenant, {t: 0.2 + 0.2 * i for i, t in enumerate(ids)}, version=judge)
         known_labels.label(store, tenant, {t: i % 2 == 0 for i, t in enumerate(ids)})
+
+
+
+def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
+    """The document views' rows: a search span per trace retrieving its feature's paragraphs (one only in the answers
+    judged unfaithful, above the feature's rate), the trace's question group, the first two traces release v1, the
+    rest v2."""
+    batch = SpanBatch()
+    questions = []
+    for k, t in enumerate(traces):
+        feature = t.feature
+        bad = 0.2 + 0.1 * (int(t.trace_id, 16) % 5) < 0.5
+        release = "v1" if k % 5 < 2 else "v2"
+        docs = [f"{feature}#{'stale' if bad else 'fresh'}", f"{feature}#common"]
+        start_ns = int((now_s - 590 + k) * 1e9)
+        row = {
+            "tenant": t.tenant, "trace_id": t.trace_id, "span_id": f"{k + 1:08x}d0c50000",
+            "parent_span_id": span_id(t, 0),
+            "name": "search", "stage": "search", "feature": feature, "eval_run": "", "user": "", "session": "",
+            "service": "svc", "release": release, "environment": "", "start_time": start_ns, "duration_ms": 5.0,
+            "status": "ok", "error_type": "", "model": "", "provider": "", "input_tokens": 0, "output_tokens": 0,
+            "cached_input_tokens": 0, "cost_usd": None, "top1_score": None, "similarity_gap": None,
+            "norm_deviation": None, "ttft_ms": None, "retrieved_ids": [f"c{k}", f"c{k}b"],
+            "retrieved_scores": [0.9, 0.8], "retrieved_sources": docs, "attributes": {}, "ingest_seq": 0,
+        }  # fmt: skip
+        for name, value in row.items():
+            getattr(batch, name).append(value)
+        questions.append(
+            {
+                "tenant": t.tenant,
+                "trace_id": t.trace_id,
+                "feature": feature,
+                "eval_run": "",
+                "release": release,
+                "environment": "",
+                "start_time": datetime.fromtimestamp(start_ns / 1e9, UTC),
+                "group_id": f"{feature}-group",
+                "question": f"a question of {feature}",
+                "similarity": 1.0,
+                "failed": 0,
+                "duration_ms": 5.0,
+            }
+        )
+    insert_spans(store, batch)
+    store._insert_rows(TRACE_QUESTIONS_TABLE, TRACE_QUESTION_COLUMNS, questions, None)
 
 
 if __name__ == "__main__":

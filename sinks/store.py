@@ -8,6 +8,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_review.py     the review queue and `ragmon calibrate --from-store`: labels, and the scores beside them
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
     for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
+    for_feedback.py   end users' feedback: the receiver's writes, and the reads that use it
     for_questions.py  recurring questions: each decided trace's question, its groups, the question-group view
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
@@ -25,6 +26,7 @@ from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
 from ragmon.sinks.for_conversations import ConversationMethods
 from ragmon.sinks.for_documents import DocumentMethods
+from ragmon.sinks.for_feedback import FeedbackMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_questions import QuestionMethods
 from ragmon.sinks.for_report import ReportMethods
@@ -57,6 +59,7 @@ class Store(
     AlertingMethods,
     ConversationMethods,
     DocumentMethods,
+    FeedbackMethods,
     QuestionMethods,
     StoreBase,
 ):

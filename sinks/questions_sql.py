@@ -111,24 +111,25 @@ def question_view_sql(
     scores_where = traffic.scores_condition(params, ddl.table("payloads"))
     return (
         f"""
-WITH traces AS (
-    SELECT tenant, trace_id, feature, group_id, question, failed, duration_ms,
-        toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period
+WITH figures AS (
+    -- per group and period straight from the rows (no per-trace step: a day holds millions of traces); a range
+    -- grouped again after a crash counts until the table's merge collapses it
+    SELECT tenant, feature, group_id, toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period,
+        count() AS requests, sum(failed) AS errors, quantile(0.95)(duration_ms) AS p95_ms,
+        arraySlice(groupUniqArray(4)(question), 1, 3) AS examples
     FROM {ddl.table(TRACE_QUESTIONS_TABLE)}
     WHERE {" AND ".join(where)}
-    LIMIT 1 BY tenant, trace_id  -- a range grouped again after a crash: its rows once
-),
-totals AS (SELECT period, count() AS requests FROM traces GROUP BY period),
-top AS (
-    SELECT tenant, feature, group_id FROM traces WHERE period = 1
-    GROUP BY tenant, feature, group_id ORDER BY count() DESC, group_id LIMIT {{limit:UInt32}}
-),
-figures AS (
-    SELECT tenant, feature, group_id, period, count() AS requests, sum(failed) AS errors,
-        quantile(0.95)(duration_ms) AS p95_ms,
-        arraySlice(groupUniqArray(4)(question), 1, 3) AS examples
-    FROM traces WHERE (tenant, feature, group_id) IN (SELECT tenant, feature, group_id FROM top)
     GROUP BY tenant, feature, group_id, period
+),
+totals AS (SELECT period, sum(requests) AS requests FROM figures GROUP BY period),
+top AS (
+    SELECT tenant, feature, group_id FROM figures WHERE period = 1
+    ORDER BY requests DESC, group_id LIMIT {{limit:UInt32}}
+),
+traces AS (
+    SELECT tenant, trace_id, feature, group_id, toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period
+    FROM {ddl.table(TRACE_QUESTIONS_TABLE)}
+    WHERE {" AND ".join(where)} AND (tenant, feature, group_id) IN (SELECT tenant, feature, group_id FROM top)
 ),
 judged AS (
     SELECT t.tenant AS tenant, t.feature AS feature, t.group_id AS group_id, t.period AS period, s.metric AS metric,
@@ -139,7 +140,7 @@ judged AS (
         SELECT tenant, trace_id, metric, value, status, flags, inclusion_probability
         FROM {ddl.table("scores")} FINAL
         WHERE run_name = '' AND {scores_where}
-            AND trace_id IN (SELECT trace_id FROM traces WHERE (tenant, feature, group_id) IN (SELECT * FROM top))
+            AND trace_id IN (SELECT trace_id FROM traces)
     ) AS s ON s.tenant = t.tenant AND s.trace_id = t.trace_id
     GROUP BY tenant, feature, group_id, period, metric
 )
@@ -148,7 +149,7 @@ SELECT f.tenant AS tenant, f.feature AS feature, f.group_id AS group_id, f.perio
     f.examples AS examples, g.label AS label,
     arrayFilter(x -> x.1 != '', groupArray((j.metric, j.judged, j.refusals, j.weighted_n, j.sum_w, j.sum_wy,
         j.sum_w2, j.sum_w2y, j.sum_w2y2))) AS metrics
-FROM figures AS f
+FROM (SELECT * FROM figures WHERE (tenant, feature, group_id) IN (SELECT tenant, feature, group_id FROM top)) AS f
 INNER JOIN totals AS tot ON tot.period = f.period
 LEFT JOIN (
     SELECT tenant, feature, group_id, argMax(label, updated_at) AS label

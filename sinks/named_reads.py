@@ -206,6 +206,10 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _compare(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.compare(v["feature"], baseline=v["baseline"], candidate=v["candidate"], tenant=tenant)
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
@@ -220,6 +224,8 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # `ragmon compare`: a candidate release against a baseline, overall and per question group
+        NamedRead("compare", (Name("feature"), Name("baseline"), Name("candidate")), _compare),
     )
 }
 

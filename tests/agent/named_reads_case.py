@@ -16,6 +16,7 @@ from ragmon.sinks import Store, open_store
 
 from tests.dashboard.known_rows import alert, insert_traces, payload, request, score, utc
 from tests.labels import known_labels
+from tests.support import release_rows
 
 TENANTS = {"acme": "docs-qa", "globex": "globex-qa"}  # tenant -> its feature
 GLOBEX_JUDGE = "globex-judge-v1"
@@ -56,6 +57,16 @@ def fill(store: Store, now_s: float | None = None) -> None:
         ids = [known_labels.trace_id(base + i) for i in range(4)]
         known_labels.score(store, tenant, {t: 0.2 + 0.2 * i for i, t in enumerate(ids)}, version=judge)
         known_labels.label(store, tenant, {t: i % 2 == 0 for i, t in enumerate(ids)})
+    # two releases of each tenant's feature, for `compare`
+    for i, (tenant, feature) in enumerate(TENANTS.items()):
+        group = release_rows.Group(f"{tenant}-g", f"{feature}?", 1.0, (f"{tenant}-para",))
+        stretches = [
+            release_rows.Traffic(
+                f"{tenant}-{n}", now_s - 3000 + 1200 * n, 30, 20.0, (group,), feature=feature, tenant=tenant
+            )
+            for n in (1, 2)
+        ]
+        release_rows.write(store, stretches, seed=i)
 
 
 if __name__ == "__main__":

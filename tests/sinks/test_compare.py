@@ -19,7 +19,9 @@ from tests.support.release_rows import Group, Traffic, write
 T0 = 1_800_000_000
 RESET_A = Group("g-reset", "How do I reset my password?", 1 / 3, ("para-7", "para-3"), faithfulness=0.7)
 BILL_A = Group("g-bill", "Where is my invoice?", 2 / 3, ("para-1",), faithfulness=0.7, error_rate=0.02)
-RESET_B = Group("g-reset", "How do I reset my password?", 1 / 3, ("para-2", "para-3"), 0.8, refusal_rate=0.8)
+RESET_B = Group(
+    "g-reset", "How do I reset my password?", 1 / 3, ("para-2", "para-3"), faithfulness=0.8, refusal_rate=0.8
+)
 BILL_B = Group("g-bill", "Where is my invoice?", 2 / 3, ("para-1",), faithfulness=0.9, error_rate=0.02)
 
 

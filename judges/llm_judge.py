@@ -30,12 +30,13 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from ragmon.judges.budget import Budget
+from ragmon.judges.conversation import in_context, with_turns
 from ragmon.judges.metrics import METRICS
 from ragmon.judges.parsing import ReplyParseError, parse_reply
 from ragmon.judges.prompts import Prompt
 from ragmon.judges.protocol import Embeddings, Generation
 from ragmon.judges.ratelimit import TokenBucket
-from ragmon.judges.types import MetricResult, RagSample, Status, Usage
+from ragmon.judges.types import MetricResult, RagSample, Status, Turn, Usage
 
 from ragmon.pricing import ModelPrice, PriceTable, load_price_table
 from ragmon.retry import RetryPolicy, parse_retry_after
@@ -44,6 +45,8 @@ T = TypeVar("T", bound=BaseModel)
 
 # The feature whose budget a call is charged to; the worker sets it per trace.
 current_feature: contextvars.ContextVar[str] = contextvars.ContextVar("ragmon_judge_feature", default="")
+# The earlier turns of the follow-up being scored, which every prompt of its metric carries (`score`).
+_earlier_turns: contextvars.ContextVar[Sequence[Turn]] = contextvars.ContextVar("ragmon_judge_turns", default=())
 
 _MESSAGE_OVERHEAD_TOKENS = 8  # role and separators per chat message, generously
 _REQUEST_OVERHEAD_TOKENS = 16
@@ -149,7 +152,15 @@ class LLMJudge:
         definition = METRICS.get(metric)
         if definition is None:
             raise KeyError(f"unknown metric {metric!r}; known: {sorted(METRICS)}")
-        return await definition.score(sample, self)
+        judged, turns = in_context(sample)
+        if not turns:
+            return await definition.score(sample, self)
+        token = _earlier_turns.set(turns)  # a context variable: each concurrent score() has its own
+        try:
+            result = await definition.score(judged, self)
+        finally:
+            _earlier_turns.reset(token)
+        return result.model_copy(update={"prompt_version": with_turns(result.prompt_version)})
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -162,7 +173,7 @@ class LLMJudge:
 
     # -- StructuredLLM ---------------------------------------------------------------------------------------
     async def generate(self, prompt: Prompt, inputs: Mapping[str, Any], output: type[T]) -> Generation[T]:
-        messages = prompt.render(inputs)
+        messages = prompt.render(inputs, _earlier_turns.get())
         first = await self._chat(messages)
         if first.payload is None:
             return Generation(None, first.status, first.usage, first.error)

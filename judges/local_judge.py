@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ragmon.judges import text
+from ragmon.judges.conversation import in_context, with_turns
 from ragmon.judges.local_model import (
     FITTED_DATASETS,
     FITTED_TASKS,
@@ -151,7 +152,9 @@ class LocalJudge:
         definition = METRICS.get(metric)
         if definition is None:
             raise KeyError(f"unknown metric {metric!r}")
-        return definition.score_locally(sample, self)
+        judged, turns = in_context(sample)  # a follow-up: its question resolved with the turn before it
+        result = definition.score_locally(judged, self)
+        return result.model_copy(update={"prompt_version": with_turns(result.prompt_version)}) if turns else result
 
     @property
     def sentence_embedder(self) -> tuple[SentenceEmbedder, str] | None:

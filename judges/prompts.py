@@ -12,6 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragmon.judges.types import Turn
+
+# Said to the judge when a follow-up comes with its conversation's earlier turns (`ragmon.judges.conversation`).
+EARLIER_TURNS_NOTE = (
+    "The question may follow up on earlier turns of a conversation, given under 'earlier turns' (oldest first). "
+    "Read the question in their light, but judge only the last answer, and judge it against the passages given, "
+    "never against the earlier answers."
+)
+
 
 @dataclass(frozen=True)
 class Example:
@@ -27,15 +36,21 @@ class Prompt:
     output_schema: str  # a short description of the JSON object expected, shown to the model
     examples: Sequence[Example] = field(default_factory=tuple)
 
-    def render(self, inputs: Mapping[str, Any]) -> list[dict[str, str]]:
+    def render(self, inputs: Mapping[str, Any], earlier_turns: Sequence[Turn] = ()) -> list[dict[str, str]]:
+        """Chat messages: the instruction, the examples as earlier exchanges, then `inputs` — after the
+        conversation's `earlier_turns` when the sample is a follow-up (the instruction then says what they are)."""
+        note = f"\n\n{EARLIER_TURNS_NOTE}" if earlier_turns else ""
         system = (
-            f"{self.instruction}\n\nReply with a single JSON object and nothing else, of this shape:\n"
+            f"{self.instruction}{note}\n\nReply with a single JSON object and nothing else, of this shape:\n"
             f"{self.output_schema}"
         )
         messages = [{"role": "system", "content": system}]
         for example in self.examples:
             messages.append({"role": "user", "content": _render_inputs(example.inputs)})
             messages.append({"role": "assistant", "content": json.dumps(example.output, ensure_ascii=False)})
+        if earlier_turns:
+            turns = [f"Q: {t.question}\nA: {t.answer}" for t in earlier_turns]
+            inputs = {"earlier turns": turns, **inputs}
         messages.append({"role": "user", "content": _render_inputs(inputs)})
         return messages
 

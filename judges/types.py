@@ -65,6 +65,13 @@ class Usage(BaseModel):
         )
 
 
+class Turn(BaseModel):
+    """An earlier turn of a conversation: what the user asked and what the app answered ('' when not captured)."""
+
+    question: str = ""
+    answer: str = ""
+
+
 class RagSample(BaseModel):
     """What a judge sees of one kept trace: the question, the passages in rank order, the answer."""
 
@@ -75,6 +82,9 @@ class RagSample(BaseModel):
     # What `passages` are: "passages" (retrieved documents), "prompt" (the answering call's prompt messages, for
     # an app traced without a retrieval span) or "" (not said: offline data, older payloads).
     context_source: str = ""
+    # The conversation's turns before this one, oldest first (the last few: `ragmon.conversation.EARLIER_TURNS`);
+    # the judges read a follow-up in their light (`ragmon.judges.conversation`).
+    earlier_turns: list[Turn] = Field(default_factory=list)
 
 
 class MetricResult(BaseModel):

@@ -7,9 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from ragmon.sinks.conversation_sql import earlier_turns_sql
 from ragmon.sinks.sampler_sql import payloads_for_judging_sql, unjudged_payloads_sql
 from ragmon.sinks.schema import SCORE_COLUMNS
 from ragmon.sinks.store_base import StoreBase
+
+from ragmon.conversation import EARLIER_TURNS
+
+# How far back a judged turn's earlier turns are looked for: a conversation resumed after a day is a new one to the
+# judge (and `span_content` holds a turn's text that long).
+EARLIER_TURNS_WINDOW_S = 86400
 
 
 class JudgeStore(Protocol):
@@ -31,12 +38,23 @@ class JudgeMethods(StoreBase):
 
     def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """trace_id → its payload's question, answer, passage_texts, feature, eval_run, sampling_reason and
-        inclusion_probability, for those of `trace_ids` (of `tenant`) that have one: one query for many traces."""
+        inclusion_probability, for those of `trace_ids` (of `tenant`) that have one: one query for many traces.
+        With `earlier_turns`: the question and answer of the last `ragmon.conversation.EARLIER_TURNS` turns of its
+        conversation before it, oldest first ([] without a session) — a second query for the whole batch."""
         if not trace_ids:
             return {}
         params = {"tenant": tenant, "trace_ids": list(trace_ids)}
         rows = self._select(payloads_for_judging_sql(self._ddl), params, readonly=True)
-        return {row["trace_id"]: row for row in rows}
+        found = {row["trace_id"]: {**row, "earlier_turns": []} for row in rows}
+        if found:
+            turns = {"turns": EARLIER_TURNS, "window_s": EARLIER_TURNS_WINDOW_S}
+            earlier = self._select(earlier_turns_sql(self._ddl), {**params, **turns}, readonly=True)
+            for turn in earlier:  # oldest first
+                if turn["target"] in found:
+                    found[turn["target"]]["earlier_turns"].append(
+                        {"question": turn["question"], "answer": turn["answer"]}
+                    )
+        return found
 
     def insert_scores(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str:
         """Judge results, one dict per (trace, metric, judge version) with keys from `schema.SCORE_COLUMNS`."""

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 from ragmon.sinks.arrow import to_rows
 from ragmon.sinks.backend import Settings
+from ragmon.sinks.conversation_sql import conversation_turns_to_copy_sql
 from ragmon.sinks.inserts import INSERT_SETTINGS, json_param
 from ragmon.sinks.rollup_sql import rollup_sql
 from ragmon.sinks.sampler_sql import (
@@ -25,6 +26,13 @@ from ragmon.sinks.sampler_sql import (
 from ragmon.sinks.schema import SAMPLING_COLUMNS, SAMPLING_TABLE
 from ragmon.sinks.store_base import StoreBase
 
+from ragmon.conversation import EARLIER_TURNS
+
+# The sampling reason of a turn copied because a later turn of its conversation was kept (`copy_conversation_turns`).
+CONVERSATION_REASON = "conversation"
+# How far back a kept follow-up's earlier turns are looked for: as long as `span_content` holds their text.
+CONVERSATION_WINDOW_S = 86400
+
 
 class SamplerStore(Protocol):
     """What the agent's sampling stage, its decision sink and tally, and the sampler's latency lookups depend on."""
@@ -36,6 +44,8 @@ class SamplerStore(Protocol):
     ) -> None: ...
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def copy_conversation_turns(self, kept: Sequence[Mapping[str, Any]]) -> int: ...
 
     def insert_sampling_counts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str: ...
 
@@ -104,6 +114,35 @@ class SamplerMethods(StoreBase):
         self.backend.execute(
             copy_payloads_sql(self._ddl), params, settings={**INSERT_SETTINGS, "insert_deduplication_token": token}
         )
+
+    def copy_conversation_turns(self, kept: Sequence[Mapping[str, Any]]) -> int:
+        """Copy the earlier turns (the last `ragmon.conversation.EARLIER_TURNS`) of those just-copied `kept` traces
+        that are follow-ups, when they have no payload of their own, from `span_content` into `payloads` with the
+        sampling reason `conversation`: the turns a kept follow-up depends on are kept beside it. Their inclusion
+        probability is recorded as 1 (copied for sure once the follow-up is kept); they are not a sample and nothing
+        judges or counts them (`ragmon.pipeline.decisions`). Returns how many turns were copied."""
+        if not kept:
+            return 0
+        params: dict[str, Any] = {
+            "tenants": json_param([str(row["tenant"]) for row in kept]),
+            "trace_ids": json_param([str(row["trace_id"]) for row in kept]),
+            "turns": EARLIER_TURNS,
+            "window_s": CONVERSATION_WINDOW_S,
+        }
+        turns = self._select(conversation_turns_to_copy_sql(self._ddl), params, readonly=True)
+        self.copy_payloads(
+            [
+                {
+                    "tenant": t["tenant"],
+                    "trace_id": t["trace_id"],
+                    "reasons": [CONVERSATION_REASON],
+                    "probability": 1.0,
+                    "first_ingest_seq": int(t["first_ingest_seq"]),  # bounds the copy's read to recent parts
+                }
+                for t in turns
+            ]
+        )
+        return len(turns)
 
     def kept_payload_count(self, traces: Sequence[tuple[str, str]]) -> int:
         """How many of `traces` ((tenant, trace_id) pairs) have a payload row (for tools and tests: the agent's

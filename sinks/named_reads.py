@@ -20,8 +20,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 
+from ragmon.sinks.for_conversations import ConversationStore
 from ragmon.sinks.for_report import ReportStore
 from ragmon.sinks.traffic import Traffic
 
@@ -146,8 +147,37 @@ class TrafficChoice:
         return value.to_params()
 
 
-Param = Window | Count | Name | TrafficChoice
-Run = Callable[[ReportStore, dict[str, Any], "str | None"], Any]  # store, parsed values, tenant -> the answer
+@dataclass(frozen=True)
+class ConversationKey:
+    """Which conversation: `session=ID`, or `trace_id=<32 hex>` for the conversation of any trace of it; one of
+    the two, not both."""
+
+    name: str = "conversation"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("session", "trace_id")
+
+    def parse(self, query: Query) -> dict[str, str]:
+        session, trace_id = _one(query, "session"), _one(query, "trace_id")
+        if bool(session) == bool(trace_id):
+            raise BadParameter("name the conversation by session or by trace_id (one of the two)")
+        if trace_id is not None and not (len(trace_id) == 32 and all(c in "0123456789abcdef" for c in trace_id)):
+            raise BadParameter(f"trace_id must be 32 lowercase hex characters, got {trace_id!r}")
+        return {"session": session} if session else {"trace_id": str(trace_id)}
+
+    def encode(self, value: Any) -> dict[str, str]:
+        if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+            raise BadParameter(f"conversation must be {{'session': ID}} or {{'trace_id': ID}}, got {value!r}")
+        return {key: str(value[key]) for key in self.keys if key in value}
+
+
+class ReadStore(ReportStore, ConversationStore, Protocol):
+    """What the named reads run on: the report's reads and the conversations'."""
+
+
+Param = Window | Count | Name | TrafficChoice | ConversationKey
+Run = Callable[[ReadStore, dict[str, Any], "str | None"], Any]  # store, parsed values, tenant -> the answer
 
 
 @dataclass(frozen=True)
@@ -206,7 +236,15 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
-def _compare(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+def _conversation(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.conversation(**v["conversation"], since_s=v["since_s"], tenant=tenant)
+
+
+def _conversations(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.conversations(v["since_s"], v["limit"], tenant=tenant, traffic=v["traffic"])
+
+
+def _compare(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.compare(v["feature"], baseline=v["baseline"], candidate=v["candidate"], tenant=tenant)
 
 
@@ -224,6 +262,13 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # the conversation view: a session's turns in order with their scores, and the sessions active lately
+        NamedRead("conversation", (ConversationKey(), Window("since_s", 7 * 86400.0)), _conversation),
+        NamedRead(
+            "conversations",
+            (Window("since_s", 86400.0), Count("limit", 50, 1, 500), TrafficChoice()),
+            _conversations,
+        ),
         # `ragmon compare`: a candidate release against a baseline, overall and per question group
         NamedRead("compare", (Name("feature"), Name("baseline"), Name("candidate")), _compare),
     )
@@ -237,7 +282,7 @@ def named_read(name: str) -> NamedRead:
         raise UnknownRead(f"no such read: {name} (reads: {', '.join(READS)})") from None
 
 
-def run_read(store: ReportStore, name: str, values: Mapping[str, Any], *, tenant: str | None = None) -> Any:
+def run_read(store: ReadStore, name: str, values: Mapping[str, Any], *, tenant: str | None = None) -> Any:
     """The answer of read `name` with checked `values` (`NamedRead.parse` or `check`), for `tenant`, as plain JSON."""
     return plain(named_read(name).run(store, dict(values), tenant))
 

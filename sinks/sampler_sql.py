@@ -273,6 +273,7 @@ SELECT tenant, trace_id, any(feature) AS feature, any(sampling_reason) AS sampli
     any(inclusion_probability) AS inclusion_probability
 FROM {ddl.table("payloads")}
 WHERE start_time >= now() - {{since_s:UInt32}}
+    AND NOT has(sampling_reasons, 'conversation')  -- a kept follow-up's earlier turn: context, never judged
     AND (tenant, trace_id) NOT IN (
         SELECT tenant, trace_id FROM {ddl.table("scores")}
         WHERE run_name = '' AND scored_at >= now() - {{since_s:UInt32}})

@@ -7,6 +7,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_report.py     the report commands and the demo: report, quality, what a run stored, the alerts it fired
     for_review.py     the review queue and `ragmon calibrate --from-store`: labels, and the scores beside them
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
+    for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
 `store_base.py` holds what they all ride on: the backend, callers' reads under their budgets (`query`, `reading`,
@@ -21,6 +22,7 @@ from typing import Any
 
 from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
+from ragmon.sinks.for_conversations import ConversationMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
 from ragmon.sinks.for_review import ReviewMethods
@@ -43,7 +45,16 @@ from ragmon.sinks.store_base import StoreBase
 from ragmon.data_dir import embedded_store
 
 
-class Store(WriterMethods, SamplerMethods, JudgeMethods, ReportMethods, ReviewMethods, AlertingMethods, StoreBase):
+class Store(
+    WriterMethods,
+    SamplerMethods,
+    JudgeMethods,
+    ReportMethods,
+    ReviewMethods,
+    AlertingMethods,
+    ConversationMethods,
+    StoreBase,
+):
     """ragmon's ClickHouse store over one backend (chDB embedded or a ClickHouse server): each base class is one
     reader's methods (see the module), `StoreBase` what they share."""
 

@@ -8,6 +8,14 @@ much less CPU than four copies of 2,000 (docs/results.md), and a kept trace
 waits at most a second longer for its judge than with one-second copies. Copies that fail on a retryable store
 error wait (bounded) and are retried with the next batch; copying is idempotent (payloads collapse on (tenant,
 trace_id)), so a retry or a late span's re-copy never duplicates.
+
+Whole conversations. After a copy, the earlier turns of the kept traces that are follow-ups (`ragmon.conversation`)
+are copied too, from `span_content` (which holds every trace's text for a day), with the sampling reason
+`conversation` (`Store.copy_conversation_turns`): the turns the follow-up depends on stay readable beside it for as
+long as it is. They are context, not a sample: the sampler's counts (kept share) do not count them, the judges do
+not judge them (neither queued here nor by the start-up catch-up), so every estimate weighted by inclusion
+probability reads what it read before. A copy of them that fails is counted and not retried: the judge reads a
+turn's earlier turns from `span_content` too while it holds them.
 """
 
 from __future__ import annotations
@@ -34,8 +42,10 @@ class DecisionSink:
         copy_interval_s: float = 2.0,
         copy_batch: int = 8_000,
         clock: Callable[[], float] = time.monotonic,
+        keep_conversations: bool = True,
     ) -> None:
         self.store = store
+        self.keep_conversations = keep_conversations  # copy a kept follow-up's earlier turns (see the module)
         self.counts: Counter[str] = Counter()
         self.copy_interval_s = copy_interval_s
         self.copy_batch = copy_batch
@@ -84,8 +94,18 @@ class DecisionSink:
             kept = []
         else:
             self.counts["payloads_copied"] += len(kept)
+            self._copy_conversations(kept)
         self._waiting.clear()
         return kept
+
+    def _copy_conversations(self, kept: list[dict[str, Any]]) -> None:
+        if not self.keep_conversations or not kept:
+            return
+        try:
+            self.counts["conversation_turns_copied"] += self.store.copy_conversation_turns(kept)
+        except StoreError as exc:
+            self.counts["conversation_copies_failed"] += 1
+            log.warning("could not copy the earlier turns of %d kept traces: %s", len(kept), exc)
 
     def low_water_seq(self) -> int | None:
         """The oldest first ingest seq of a kept trace still waiting for its copy (None when none waits): the

@@ -26,7 +26,7 @@ from typing import Any
 
 from ragmon.data_dir import embedded_store
 from ragmon.judges.agent_client import AgentStoreClient
-from ragmon.judges.types import RagSample
+from ragmon.judges.types import RagSample, Turn
 from ragmon.sinks import open_store
 from ragmon.sinks.for_judge import JudgeStore
 from ragmon.sinks.schema import SCORE_COLUMNS
@@ -111,6 +111,10 @@ def _stored_payload(row: Mapping[str, Any]) -> StoredPayload:
         eval_run=str(row.get("eval_run") or ""),
         sampling_reason=str(row.get("sampling_reason") or ""),
         inclusion_probability=float(probability) if probability is not None else None,
+        earlier_turns=[
+            Turn(question=str(t.get("question") or ""), answer=str(t.get("answer") or ""))
+            for t in row.get("earlier_turns") or []
+        ],
     )
 
 

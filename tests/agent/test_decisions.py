@@ -14,6 +14,7 @@ from ragmon.sampling import DecidedTrace, Decision
 class RecordingStore:
     def __init__(self) -> None:
         self.copies: list[list[str]] = []
+        self.conversation_asks: list[list[str]] = []
         self.fail_next = False
 
     def copy_payloads(self, kept: list[dict[str, Any]]) -> None:
@@ -21,6 +22,10 @@ class RecordingStore:
             self.fail_next = False
             raise StoreError("store down", retryable=True)
         self.copies.append([row["trace_id"] for row in kept])
+
+    def copy_conversation_turns(self, kept: list[dict[str, Any]]) -> int:
+        self.conversation_asks.append([row["trace_id"] for row in kept])
+        return 0
 
 
 class Clock:
@@ -82,3 +87,17 @@ def test_the_oldest_kept_trace_waiting_for_its_copy_holds_the_sampler_cursor_bac
     clock.now += 1.0
     sink([_decided("c", seq=50)])
     assert sink.low_water_seq() == 50
+
+
+def test_the_earlier_turns_of_what_was_copied_are_asked_for_after_the_copy() -> None:
+    store, clock = RecordingStore(), Clock()
+    sink = DecisionSink(store, copy_interval_s=1.0, copy_batch=10, clock=clock)
+    sink([_decided("a"), _decided("b")])
+    assert store.copies == [["a", "b"]] and store.conversation_asks == [["a", "b"]]
+    store.fail_next = True
+    clock.now += 2
+    sink([_decided("c")])
+    assert store.conversation_asks == [["a", "b"]]  # nothing copied, nothing asked
+    off = DecisionSink(store, copy_interval_s=1.0, clock=clock, keep_conversations=False)
+    off([_decided("d")])
+    assert store.copies[-1] == ["d"] and store.conversation_asks == [["a", "b"]]

@@ -364,3 +364,54 @@ def test_a_reviewer_labels_three_traces_and_sees_them_counted(agent: AgentProces
     assert [c["label"] for c in next(x for x in second if x["metric"] == "faithfulness")["claims"]] == [False]
     assert page.errors == []  # type: ignore[attr-defined]
     assert page.evaluate("window.__cspViolations") == []
+
+
+def _read_json(agent: AgentProcess, name: str, **params: str) -> Any:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    request = urllib.request.Request(f"{agent.api}/api/read/{name}?{query}", headers={"x-api-key": KEY})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_a_trace_opens_its_conversation_and_the_conversations_are_listed(agent: AgentProcess, page: Any) -> None:
+    from tests.dashboard import chat_probe
+
+    sent = _run("-m", "tests.dashboard.chat_probe", agent.otlp_http, KEY, timeout_s=120)
+    assert sent.returncode == 0, sent.stderr[-3000:]
+    _wait_until(
+        lambda: (
+            [t["kept"] for t in _read_json(agent, "conversation", session=chat_probe.SESSION)["turns"]] == [True, True]
+        ),
+        "the probe's two turns to be kept",
+    )
+    turns = _read_json(agent, "conversation", session=chat_probe.SESSION)["turns"]
+    follow_up = turns[1]["trace_id"]
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.goto(f"{agent.api}/#/trace/{follow_up}")
+    page.wait_for_selector("body[data-loaded=trace]", timeout=30_000)
+    page.click("#trace-conversation")
+    page.wait_for_selector("body[data-loaded=conversation]", timeout=30_000)
+    assert page.text_content("#conversation-title") == f"Conversation {chat_probe.SESSION}"
+    shown = page.locator("#conversation-turns li.turn")
+    assert shown.count() == 2
+    assert shown.all_inner_texts()[0].count(chat_probe.TURNS[0][0]) == 1
+    assert [shown.nth(i).locator(".turn-question").text_content() for i in range(2)] == [q for q, _ in chat_probe.TURNS]
+    assert [shown.nth(i).locator(".turn-answer").text_content() for i in range(2)] == [a for _, a in chat_probe.TURNS]
+    assert page.locator("#conversation-turns li.turn.current").get_attribute("id") == f"turn-{follow_up}"
+    assert page.locator("#conversation-turns li.turn.failed").count() == 2  # both failed on purpose
+    assert page.text_content("#conversation-turn-count") == "2 turns"
+    assert page.text_content("#conversation-gave-up") == "still open"  # its last turn is minutes old
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-conversation.png"), full_page=True)
+
+    page.click("#conversations-link")
+    page.wait_for_selector("body[data-loaded=conversations]", timeout=30_000)
+    row = page.locator("tr.conversation-row", has_text=chat_probe.SESSION)
+    assert row.count() == 1 and row.locator("td").nth(3).text_content() == "2"
+    row.locator("a").click()
+    page.wait_for_selector("body[data-loaded=conversation]", timeout=30_000)
+    assert page.locator("#conversation-turns li.turn").count() == 2
+    assert page.evaluate("window.__cspViolations") == []
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ import inspect
 import pytest
 from ragmon.sinks.dashboard_queries import DashboardStore
 from ragmon.sinks.for_alerting import AlertingMethods, AlertingStore
+from ragmon.sinks.for_conversations import ConversationMethods, ConversationStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
 from ragmon.sinks.for_review import ReviewMethods, ReviewStore
@@ -17,7 +18,16 @@ from ragmon.sinks.for_writer import WriterMethods, WriterStore
 from ragmon.sinks.store import Store
 from ragmon.sinks.store_base import StoreBase
 
-GROUPS = (WriterMethods, SamplerMethods, JudgeMethods, ReportMethods, ReviewMethods, AlertingMethods, StoreBase)
+GROUPS = (
+    WriterMethods,
+    SamplerMethods,
+    JudgeMethods,
+    ReportMethods,
+    ReviewMethods,
+    AlertingMethods,
+    ConversationMethods,
+    StoreBase,
+)
 PROTOCOLS = (
     WriterStore,
     SamplerStore,
@@ -27,6 +37,7 @@ PROTOCOLS = (
     ReviewStore,
     AlertingStore,
     DashboardStore,
+    ConversationStore,
 )
 
 

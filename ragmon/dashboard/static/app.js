@@ -113,12 +113,12 @@
   // --- API -----------------------------------------------------------------------------------------------
   class AuthRequired extends Error {}
 
-  async function api(name, params) {
+  async function api(name, params, prefix) {
     const query = new URLSearchParams(params || {});
     const headers = { Accept: "application/json" };
     const key = sessionStorage.getItem(KEY_STORAGE);
     if (key) headers["x-api-key"] = key;
-    const response = await fetch("/api/dashboard/" + name + "?" + query.toString(), {
+    const response = await fetch((prefix || "/api/dashboard/") + name + "?" + query.toString(), {
       headers,
       credentials: "omit",
       cache: "no-store",
@@ -165,7 +165,7 @@
   }
 
   function showSection(name) {
-    for (const id of ["login", "overview", "trace", "review", "review-trace"]) $(id).hidden = id !== name;
+    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation"]) $(id).hidden = id !== name;
     $("controls").classList.toggle("disabled", name === "login");
   }
 
@@ -698,6 +698,7 @@
       showSection("trace");
       $("signout").hidden = !sessionStorage.getItem(KEY_STORAGE);
       drawTraceHead(trace);
+      $("trace-conversation").href = "#/conversation/" + trace.trace_id; // the turns around this one (conversation.js)
       drawWaterfall(trace);
       $("trace-question").textContent = trace.question || (trace.kept ? "(no question captured)" : "This trace's text was not kept.");
       const answer = $("trace-answer");
@@ -782,8 +783,8 @@
   // object is frozen so no later script can swap a helper (say, `api`) for its own.
   const extraRoutes = [];
   window.ragmon = Object.freeze({
-    $, el, clear, api, meta, metricLabel, apiKey: () => sessionStorage.getItem(KEY_STORAGE), setApiKey: (key) => sessionStorage.setItem(KEY_STORAGE, key),
-    showSection, showBanner, handleError, fmtTime, fmtShortTime, fmtScore, fmtPct, verdictTone, TRACE_ID,
+    $, el, clear, api, meta, metricLabel, read: (name, params) => api(name, params, "/api/read/"), apiKey: () => sessionStorage.getItem(KEY_STORAGE), setApiKey: (key) => sessionStorage.setItem(KEY_STORAGE, key),
+    showSection, showBanner, handleError, fmtTime, fmtShortTime, fmtScore, fmtPct, verdictTone, TRACE_ID, stopRefresh,
     addRoute: (pattern, handler) => extraRoutes.push({ pattern, handler }),
     nextSeq: () => ++state.seq, isCurrent: (seq) => seq === state.seq,
   });

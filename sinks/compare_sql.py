@@ -82,12 +82,13 @@ def releases_sql(spans: str, feature: str) -> tuple[str, dict[str, Any]]:
 
 
 def release_features_sql(spans: str) -> tuple[str, dict[str, Any]]:
-    """Per feature, its releases' first span (ns): which feature saw a new release last."""
+    """Per tenant and feature, each release's first request (ns) and how many requests it had: which feature saw a
+    new release last (`ragmon compare` without a feature), which candidate a canary analysis looks at."""
     sql = (
-        "SELECT feature, release, toUnixTimestamp64Nano(min(start_time)) AS first_ns\n"
+        "SELECT tenant, feature, release, toUnixTimestamp64Nano(min(start_time)) AS first_ns, count() AS requests\n"
         f"FROM {spans}\n"
         "WHERE eval_run = '' AND release != '' AND parent_span_id = ''\n"
-        "GROUP BY feature, release"
+        "GROUP BY tenant, feature, release"
     )
     return sql, {}
 

@@ -36,6 +36,7 @@ class Group:
     error_rate: float = 0.0
     faithfulness: float = 0.8  # mean judged score
     refusal_rate: float = 0.0
+    document_rate: float = 1.0  # the chance a trace retrieves each of `documents`
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,10 @@ def write(store: Store, traffic: Sequence[Traffic], seed: int = 0) -> Written:
             root = _hex(rng, 16)
             _span(batch, stretch, trace_id, root, "", "request", start_s, duration, "error" if failed else "ok")
             search = _span(batch, stretch, trace_id, _hex(rng, 16), root, "search", start_s, duration * 0.2, "ok")
-            batch.retrieved_ids[search] = [f"{stretch.release}-chunk-{d}" for d in group.documents]
-            batch.retrieved_sources[search] = list(group.documents)
-            batch.retrieved_scores[search] = [0.9 - 0.1 * k for k in range(len(group.documents))]
+            documents = [d for d in group.documents if rng.random() < group.document_rate]
+            batch.retrieved_ids[search] = [f"{stretch.release}-chunk-{d}" for d in documents]
+            batch.retrieved_sources[search] = documents
+            batch.retrieved_scores[search] = [0.9 - 0.1 * k for k in range(len(documents))]
             batch.top1_score[search] = 0.9
             batch.similarity_gap[search] = 0.1
             gen = _span(batch, stretch, trace_id, _hex(rng, 16), root, "generate", start_s, duration * 0.7, "ok")
@@ -124,7 +126,7 @@ def write(store: Store, traffic: Sequence[Traffic], seed: int = 0) -> Written:
                     "kept": kept,
                     "value": None if refused else value,
                     "refused": refused,
-                    "documents": group.documents,
+                    "documents": documents,
                 }
             )
     insert_spans(store, batch)

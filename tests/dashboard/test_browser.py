@@ -415,3 +415,34 @@ def test_a_trace_opens_its_conversation_and_the_conversations_are_listed(agent: 
     assert page.locator("#conversation-turns li.turn").count() == 2
     assert page.evaluate("window.__cspViolations") == []
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_a_canary_alert_opens_the_release_comparison(agent: AgentProcess, page: Any) -> None:
+    from tests.dashboard import release_probe
+
+    for release, fail_every in (("1.0", 0), ("1.1", 3)):
+        sent = _run("-m", "tests.dashboard.release_probe", agent.otlp_http, KEY, release, "240", str(fail_every))
+        assert sent.returncode == 0, sent.stderr[-3000:]
+
+    def canary_alert() -> dict[str, Any] | None:
+        alerts = _dashboard_json(agent, "alerts")
+        return next((a for a in alerts if a["rule"] == "canary" and a["feature"] == release_probe.FEATURE), None)
+
+    _wait_until(lambda: canary_alert() is not None, "the canary alert of release 1.1", timeout_s=300)
+    alert = canary_alert()
+    assert alert is not None and "release 1.1" in alert["message"] and "error rate" in alert["message"]
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    link = page.locator("#alerts li", has_text="release 1.1").locator("a.alert-link")
+    assert link.get_attribute("href") == f"#/compare?feature={release_probe.FEATURE}&baseline=1.0&candidate=1.1"
+    link.click()
+    page.wait_for_selector("body[data-loaded=compare]", timeout=60_000)
+    assert page.text_content("#compare-title") == f"{release_probe.FEATURE}: release 1.1 against 1.0"
+    errors = page.locator("#compare-overall tr.metric-error_rate")
+    assert errors.count() == 1 and "regressed" in (errors.get_attribute("class") or "")
+    assert errors.locator("td").nth(5).text_content() == "240 / 240"
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-compare.png"), full_page=True)
+    assert page.evaluate("window.__cspViolations") == []
+    assert page.errors == []  # type: ignore[attr-defined]

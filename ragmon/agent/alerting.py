@@ -219,6 +219,9 @@ class AlertingService:
         rows.add_metric(["dropped"], self.store_sink.dropped)
         yield rows
         yield CounterMetricFamily("ragmon_alert_store_errors", "Failed alert inserts.", self.store_sink.errors)
+        yield CounterMetricFamily(
+            "ragmon_canary_looks", "Comparisons of a new release with the one before (canary analysis).", self.canary.looks
+        )
         deliveries = CounterMetricFamily(
             "ragmon_alert_deliveries", "Alert deliveries, by channel and result.", labels=["channel", "result"]
         )

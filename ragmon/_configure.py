@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from ragmon import _state
+from ragmon import _feedback, _state
 from ragmon._export import OtlpHttpTransport, QueueSpanProcessor, SpanExporterTransport, Transport
 from ragmon.diagnostics import logger
 from ragmon.pricing import PriceFileError, PriceTable, default_price_table, load_price_table
@@ -118,6 +118,19 @@ def configure(
         )
     if old is not None:
         old.shutdown()
+    _configure_feedback(resolved)
+
+
+def _configure_feedback(settings: Settings) -> None:
+    """`ragmon.feedback` posts to the agent the spans go to, with the same key and retry policy (export on)."""
+    if not settings.export.enabled:
+        _feedback.configure(None, {}, 1.0, RetryPolicy())
+        return
+    headers = {k: v.get_secret_value() for k, v in settings.export.headers.items()}
+    if settings.export.api_key is not None:
+        headers["Authorization"] = f"Bearer {settings.export.api_key.get_secret_value()}"
+    policy = RetryPolicy(max_attempts=settings.export.max_attempts, deadline_s=settings.export.retry_deadline_s)
+    _feedback.configure(settings.export.endpoint, headers, settings.export.timeout_s, policy)
 
 
 def _resolve_settings(settings: Settings | Mapping[str, Any] | None, **arguments: Any) -> Settings:
@@ -187,7 +200,8 @@ def _transport(settings: Settings, span_exporter: SpanExporter | None) -> Transp
 def force_flush(timeout_s: float = 5.0) -> bool:
     """Export everything ended so far; False if that did not finish within the timeout."""
     processor = _active
-    return True if processor is None else processor.force_flush(int(timeout_s * 1000))
+    spans = True if processor is None else processor.force_flush(int(timeout_s * 1000))
+    return _feedback.flush(timeout_s) and spans
 
 
 def shutdown(timeout_s: float = 5.0) -> None:
@@ -201,6 +215,7 @@ def shutdown(timeout_s: float = 5.0) -> None:
                 switch.delegate = None
     if processor is not None:
         processor.shutdown(timeout_s)
+    _feedback.shutdown(timeout_s)
 
 
 def stats() -> dict[str, Any]:
@@ -217,6 +232,7 @@ def stats() -> dict[str, Any]:
         "dropped_total": 0,
         "problems": dict(state.problems) if state is not None else {},
         "price_file_error": _price_problem,
+        "feedback": _feedback.stats(),  # ragmon.feedback: queued, sent, dropped by reason
     }
     if processor is not None:
         s = processor.stats

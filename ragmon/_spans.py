@@ -53,11 +53,14 @@ _GAP_RANK = 10  # similarity gap: rank-1 score minus rank-10 score (or the last,
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One retrieved or reranked passage. `text` is recorded only when content capture is on."""
+    """One retrieved or reranked passage. `text` is recorded only when content capture is on. `source` is the
+    paragraph or source document the chunk belongs to (a label that survives re-chunking, where chunk ids do not):
+    recorded beside the id, it is what ragmon's document views count by."""
 
     id: str
     score: float
     text: str | None = None
+    source: str | None = None
 
 
 _INFINITY = float("inf")
@@ -69,8 +72,10 @@ def _json_non_finite(score: float) -> str:
 
 
 def _documents(items: Iterable[Any]) -> tuple[str, list[float], list[str | None]]:
-    """From (id, score[, text]) tuples, {"id", "score", "text"} mappings or objects: the JSON recorded on the span
-    (`[{"id": ..., "score": ...}, ...]` in rank order, the text `json.dumps` would write), the scores, the texts.
+    """From (id, score[, text[, source]]) tuples, {"id", "score", "text", "source"} mappings or objects with those
+    attributes: the JSON recorded on the span (`[{"id": ..., "score": ...}, ...]` in rank order, with a
+    `"source"` entry for a document that names its paragraph or source; the text `json.dumps` would write), the
+    scores, the texts.
 
     Written piece by piece rather than by building dicts for `json.dumps`: a third of the cost, on every search
     and rerank span of every request.
@@ -80,16 +85,25 @@ def _documents(items: Iterable[Any]) -> tuple[str, list[float], list[str | None]
     texts: list[str | None] = []
     for item in items:
         if type(item) is tuple or type(item) is list:  # the common case first: no isinstance chain
-            doc_id, score, text = item[0], item[1], item[2] if len(item) > 2 else None
+            n = len(item)
+            doc_id, score = item[0], item[1]
+            text = item[2] if n > 2 else None
+            source = item[3] if n > 3 else None
         elif isinstance(item, Mapping):
-            doc_id, score, text = item["id"], item["score"], item.get("text")
+            doc_id, score, text, source = item["id"], item["score"], item.get("text"), item.get("source")
         else:
-            doc_id, score, text = item.id, item.score, getattr(item, "text", None)
+            doc_id, score = item.id, item.score
+            text, source = getattr(item, "text", None), getattr(item, "source", None)
         score = float(score)
         scores.append(score)
         texts.append(text)
         number = repr(score) if -_INFINITY < score < _INFINITY else _json_non_finite(score)
-        records.append(f'{{"id": {_json_string(str(doc_id))}, "score": {number}}}')
+        if source is None:
+            records.append(f'{{"id": {_json_string(str(doc_id))}, "score": {number}}}')
+        else:
+            records.append(
+                f'{{"id": {_json_string(str(doc_id))}, "score": {number}, "source": {_json_string(str(source))}}}'
+            )
     return "[" + ", ".join(records) + "]", scores, texts
 
 
@@ -385,9 +399,17 @@ class RequestSpan(StageSpan):
     stage = "request"
 
     def __init__(
-        self, feature: str, *, user: str | None = None, session: str | None = None, question: str | None = None
+        self,
+        feature: str,
+        *,
+        user: str | None = None,
+        session: str | None = None,
+        question: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         attributes: dict[str, Any] = {attr.RAGMON_STAGE: "request", attr.RAGMON_FEATURE: feature}
+        if request_id is not None:  # the app's own id of this request: `ragmon.feedback(request_id=...)` names it
+            attributes[attr.RAGMON_REQUEST_ID] = str(request_id)
         if user is not None:
             attributes[attr.RAGMON_USER] = str(user)
         if session is not None:
@@ -517,7 +539,8 @@ class SearchSpan(StageSpan):
         index_vectors: Any = None,
         **attributes: Any,
     ) -> None:
-        """`documents` in rank order; `query_vector` and a sample of `index_vectors` feed the norm check."""
+        """`documents` in rank order — (id, score[, text[, source]]) tuples, mappings or objects (`Document`);
+        `query_vector` and a sample of `index_vectors` feed the norm check."""
         if not self._guarded():
             return
         try:

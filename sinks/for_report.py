@@ -75,6 +75,20 @@ class ReportStore(Protocol):
         tenant: str | None = None,
     ) -> dict[str, Any]: ...
 
+    # end users' feedback (`for_feedback.py`): per feature, and each trace's verdict beside the judge's score
+    def feedback_summary(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]: ...
+
+    def feedback_scores(
+        self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
 
 class ReportMethods(StoreBase):
     """The report's methods of `Store`."""

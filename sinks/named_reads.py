@@ -23,6 +23,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from ragmon.sinks.for_conversations import ConversationStore
+from ragmon.sinks.for_documents import DocumentStore
 from ragmon.sinks.for_report import ReportStore
 from ragmon.sinks.traffic import Traffic
 
@@ -172,8 +173,8 @@ class ConversationKey:
         return {key: str(value[key]) for key in self.keys if key in value}
 
 
-class ReadStore(ReportStore, ConversationStore, Protocol):
-    """What the named reads run on: the report's reads and the conversations'."""
+class ReadStore(ReportStore, ConversationStore, DocumentStore, Protocol):
+    """What the named reads run on: the report's reads, the conversations' and the documents'."""
 
 
 Param = Window | Count | Name | TrafficChoice | ConversationKey
@@ -236,6 +237,37 @@ def _labelled_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.labelled_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _documents(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.documents(v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"])
+
+
+def _problem_documents(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.problem_documents(
+        v["since_s"],
+        feature=v["feature"],
+        min_judged=v["min_judged"],
+        limit=v["limit"],
+        tenant=tenant,
+        traffic=v["traffic"],
+    )
+
+
+def _document_shift(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    for name in ("release_a", "release_b"):
+        if v[name] is None:
+            raise BadParameter(f"document_shift needs {name}")
+    return store.document_shift(
+        v["feature"],
+        v["release_a"],
+        v["release_b"],
+        v["since_s"],
+        group_id=v["group_id"],
+        limit=v["limit"],
+        tenant=tenant,
+        traffic=v["traffic"],
+    )
+
+
 def _conversation(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.conversation(**v["conversation"], since_s=v["since_s"], tenant=tenant)
 
@@ -248,7 +280,16 @@ def _compare(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.compare(v["feature"], baseline=v["baseline"], candidate=v["candidate"], tenant=tenant)
 
 
+def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_summary(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+
+
+def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
+_DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
     read.name: read
@@ -262,6 +303,19 @@ READS: dict[str, NamedRead] = {
         NamedRead("production_minutes", (), _production_minutes),
         # `ragmon calibrate --from-store`: people's labels beside the judge's scores
         NamedRead("labelled_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _labelled_scores),
+        # the document views (`for_documents.py`): per document; the ones in answers judged bad; retrieval per
+        # question group, release A against B (release_a and release_b are required)
+        NamedRead("documents", (*_DAY, Count("limit", 50, 1, 10_000)), _documents),
+        NamedRead(
+            "problem_documents",
+            (*_DAY, Count("min_judged", 3, 1, 1_000_000), Count("limit", 20, 1, 10_000)),
+            _problem_documents,
+        ),
+        NamedRead(
+            "document_shift",
+            (*_DAY, Name("release_a"), Name("release_b"), Name("group_id"), Count("limit", 10, 1, 10_000)),
+            _document_shift,
+        ),
         # the conversation view: a session's turns in order with their scores, and the sessions active lately
         NamedRead("conversation", (ConversationKey(), Window("since_s", 7 * 86400.0)), _conversation),
         NamedRead(
@@ -271,6 +325,9 @@ READS: dict[str, NamedRead] = {
         ),
         # `ragmon compare`: a candidate release against a baseline, overall and per question group
         NamedRead("compare", (Name("feature"), Name("baseline"), Name("candidate")), _compare),
+        # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
+        NamedRead("feedback", _WINDOW, _feedback),
+        NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
     )
 }
 

@@ -41,6 +41,9 @@ Decisions kept from the Python normaliser this replaces:
 - feature: span ``ragmon.feature``, else resource ``ragmon.feature``, else the service name (never copied from
   other spans of the trace: a column must not depend on batching).
 - eval_run: span ``ragmon.eval.run``, else resource ``ragmon.eval.run``, else '' (production traffic).
+- retrieved_sources: per retrieved document, the paragraph or source the dialect's documents name (ragmon's
+  and OTel GenAI's JSON ``source``, OpenInference's ``document.metadata`` keys:
+  `ragmon.sinks.dialects.openinference.SOURCE_METADATA_KEYS`); '' where they name none.
 - release: ``service.version``, the span's own else its resource's (where OTel puts it); environment:
   ``deployment.environment.name``, else the older ``deployment.environment``, the same way; '' when not sent.
 - stage: ragmon > OTel GenAI > OpenInference > OpenLLMetry (see `sql_dialects`); a root without one is
@@ -120,7 +123,7 @@ def _exception(key: str) -> str:
 MIN_START_TIME_NS: Final = span_rules.MIN_START_TIME_NS
 MAX_START_TIME_NS: Final = span_rules.MAX_START_TIME_NS
 
-_DOCS_TYPE: Final = "Tuple(Array(String), Array(Nullable(Float64)))"
+_DOCS_TYPE: Final = "Tuple(Array(String), Array(Nullable(Float64)), Array(String))"
 # Span-row columns every layer hands on unchanged.
 _SPAN_KEYS: Final = (
     "tenant",
@@ -218,14 +221,16 @@ def _combined(dialects: list[D.DialectSql], field: str, default: str | None = No
 
 
 def _documents(documents: list[D.Documents]) -> str:
-    """Layer 2: (ids, scores) of the first present source (multiIf evaluates only the branch it takes); scores
-    only when there is one finite score per id, so ids and scores stay aligned."""
-    branches = "".join(f"{s.present}, ({s.ids}, {s.scores}), " for s in documents)
-    chosen = f"CAST(multiIf({branches}([], [])), {quote(_DOCS_TYPE)})"
+    """Layer 2: (ids, scores, sources) of the first present source (multiIf evaluates only the branch it takes);
+    scores only when there is one finite score per id, so ids and scores stay aligned; sources parallel to the
+    ids, '' per id when the source names none."""
+    branches = "".join(f"{s.present}, ({s.ids}, {s.scores}, {s.sources}), " for s in documents)
+    chosen = f"CAST(multiIf({branches}([], [], [])), {quote(_DOCS_TYPE)})"
     # arrayMap over a one-element array binds the chosen documents to `d` (a "let": no copy of the expression)
     return (
         "arrayMap(d -> (d.1, if(if(length(d.2) = length(d.1), arrayAll(s -> ifNull(isFinite(s), 0), d.2), 0), "
-        f"arrayMap(s -> assumeNotNull(s), d.2), [])), [{chosen}])[1] AS docs"
+        "arrayMap(s -> assumeNotNull(s), d.2), []), "
+        f"if(length(d.3) = length(d.1), d.3, arrayMap(i -> '', d.1))), [{chosen}])[1] AS docs"
     )
 
 
@@ -362,7 +367,7 @@ def spans_select(source_table: str, prices: PriceTable | None = None) -> str:
         "eval_run": "eval_run",
         "release": "release",
         "environment": "environment",
-        "retrieved_sources": "arrayMap(i -> '', docs.1)",
+        "retrieved_sources": "docs.3",
         "user": "texts[2]",
         "session": "texts[3]",
         "service": "service",

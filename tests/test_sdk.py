@@ -152,6 +152,39 @@ def test_documents_json_is_exactly_what_json_dumps_writes(captured) -> None:
     assert cap.by_stage()["search"].attributes[attr.GEN_AI_RETRIEVAL_DOCUMENTS] == expected
 
 
+def test_documents_record_their_paragraph_or_source(captured) -> None:
+    # A 4th tuple element, a mapping's "source", an object's `source` attribute: each becomes the entry's "source"
+    # (json.dumps' text, byte for byte); a document without one has no "source" entry at all.
+    class Hit:
+        def __init__(self, id: str, score: float, source: str | None) -> None:
+            self.id, self.score, self.source = id, score, source
+
+    documents = [
+        ("c1", 0.9, "text one", "refunds.md#p3"),
+        ["c2", 0.8, None, "refunds.md#p4"],
+        {"id": "c3", "score": 0.7, "source": "faq \"quoted\" ünï"},
+        ragmon.Document("c4", 0.6, source="install.md#p1"),
+        Hit("c5", 0.5, "pricing.md#p2"),
+        ("c6", 0.4),
+        Hit("c7", 0.3, None),
+    ]
+    cap = captured()
+    with ragmon.request("docs-qa"), ragmon.search() as s:
+        s.record(documents=documents)
+    with ragmon.rerank("m") as r:
+        r.record(documents=[("c1", 0.99, None, "refunds.md#p3")])
+    sources = ["refunds.md#p3", "refunds.md#p4", 'faq "quoted" ünï', "install.md#p1", "pricing.md#p2", None, None]
+    expected = json.dumps(
+        [
+            {"id": f"c{i + 1}", "score": score, **({"source": source} if source is not None else {})}
+            for i, (score, source) in enumerate(zip((0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3), sources, strict=True))
+        ]
+    )
+    assert cap.by_stage()["search"].attributes[attr.GEN_AI_RETRIEVAL_DOCUMENTS] == expected
+    reranked = cap.by_stage()["rerank"].attributes[attr.GEN_AI_RETRIEVAL_DOCUMENTS]
+    assert json.loads(reranked) == [{"id": "c1", "score": 0.99, "source": "refunds.md#p3"}]
+
+
 def test_retrieval_health_rank1_score_gap_and_norms(captured) -> None:
     cap = captured()
     _one_request()

@@ -29,6 +29,7 @@ from ragmon.drift import (
     AlertsConfig,
     CanaryAnalysis,
     Dispatcher,
+    Locator,
     SignalSource,
     StoreSignalSource,
     build_dispatcher,
@@ -119,6 +120,7 @@ class AlertingService:
             source or StoreSignalSource(store),
             clock=clock,
             sinks=[self.store_sink, self.dispatcher],  # stored first: the table is the record of what happened
+            locate=Locator(store),  # each firing alert says where: the release, the question (ragmon.drift.where)
         )
         # new releases compared with the one before as their traffic grows (data time, like the rules)
         self.canary = CanaryAnalysis(config.canary, store, clock=clock)
@@ -220,7 +222,12 @@ class AlertingService:
         yield rows
         yield CounterMetricFamily("ragmon_alert_store_errors", "Failed alert inserts.", self.store_sink.errors)
         yield CounterMetricFamily(
-            "ragmon_canary_looks", "Comparisons of a new release with the one before (canary analysis).", self.canary.looks
+            "ragmon_alert_locate_errors", "Firing alerts sent without where: its read failed.", stats.locate_errors
+        )
+        yield CounterMetricFamily(
+            "ragmon_canary_looks",
+            "Comparisons of a new release with the one before (canary analysis).",
+            self.canary.looks,
         )
         deliveries = CounterMetricFamily(
             "ragmon_alert_deliveries", "Alert deliveries, by channel and result.", labels=["channel", "result"]

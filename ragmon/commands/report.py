@@ -17,6 +17,7 @@ from ragmon.commands.common import (
     read_rows,
     traffic_of,
 )
+from ragmon.commands.feedback_section import format_feedback, read_feedback
 
 REPORT_FIELDS = (
     "feature",
@@ -56,7 +57,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...]}, the sections of the text',
+        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...], "feedback": [...]}, the sections'
+        " of the text",
     )
     add_store_options(parser)
 
@@ -70,8 +72,9 @@ def report(args: argparse.Namespace) -> int:
         return 2
     sampling, sampling_error = _kept_share(args, traffic)
     quality, quality_error = _quality(args, traffic)
+    feedback, feedback_error = read_feedback(args, traffic)
     if args.json:
-        unavailable = {"sampling": sampling_error, "quality": quality_error}
+        unavailable = {"sampling": sampling_error, "quality": quality_error, "feedback": feedback_error}
         document = {
             "since_s": args.since,
             "feature": args.feature,
@@ -79,6 +82,7 @@ def report(args: argparse.Namespace) -> int:
             "stages": rows,
             "sampling": sampling,
             "quality": quality,
+            "feedback": feedback,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
         print(json.dumps(document, default=str))
@@ -91,6 +95,9 @@ def report(args: argparse.Namespace) -> int:
     print(format_report(rows))
     print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
     print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
+    print(
+        f"\nend-user feedback: unavailable ({feedback_error})" if feedback is None else "\n" + format_feedback(feedback)
+    )
     return 0
 
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         WindowPoint,
     )
     from ragmon.drift.store_source import StoreSignalSource
+    from ragmon.drift.where import Locator
 
 _EXPORTS: dict[str, str] = {
     "ALERT_EXTRA_COLUMNS": "ragmon.drift.record",
@@ -70,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "Gate": "ragmon.drift.detectors",
     "KsDetector": "ragmon.drift.detectors",
     "Level": "ragmon.drift.detectors",
+    "Locator": "ragmon.drift.where",
     "LogChannel": "ragmon.drift.channels",
     "PageHinkleyDetector": "ragmon.drift.detectors",
     "PsiDetector": "ragmon.drift.detectors",
@@ -117,6 +119,7 @@ __all__ = [
     "Gate",
     "KsDetector",
     "Level",
+    "Locator",
     "LogChannel",
     "PageHinkleyDetector",
     "PsiDetector",

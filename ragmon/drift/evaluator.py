@@ -53,6 +53,7 @@ class EvaluatorStats:
     resolved: int = 0
     source_errors: Counter[str] = field(default_factory=Counter)  # per rule
     sink_errors: int = 0
+    locate_errors: int = 0  # firing alerts sent without where (`ragmon.drift.where`): its read failed
     last_error: str = ""
 
 
@@ -82,12 +83,15 @@ class AlertEvaluator:
         clock: Callable[[], float] = time.time,
         sinks: Sequence[AlertSink] = (),
         history: int = 1000,
+        locate: Callable[[AlertRecord, RuleConfig], AlertRecord] | None = None,
     ) -> None:
         self.config = config
         self.rules = config.effective_rules()
         self.source = source
         self.clock = clock
         self.sinks = list(sinks)
+        # Says where a firing alert's change is (`ragmon.drift.where.Locator`); a failure leaves the record as it was.
+        self.locate = locate
         self.stats = EvaluatorStats()
         self._states: dict[tuple[str, ScopeKey], _ScopeState] = {}
         self._recent: deque[AlertRecord] = deque(maxlen=history)
@@ -121,11 +125,23 @@ class AlertEvaluator:
                 continue
             for key in keys:
                 try:
-                    records.extend(self._run(rule, key, end_s, now_s))
+                    produced = self._run(rule, key, end_s, now_s)
                 except Exception as exc:
                     self._source_error(rule, exc)
+                    continue
+                records.extend(self._placed(record, rule) for record in produced)
         self._recent.extend(records)
         return records
+
+    def _placed(self, record: AlertRecord, rule: RuleConfig) -> AlertRecord:
+        if self.locate is None:
+            return record
+        try:
+            return self.locate(record, rule)
+        except Exception as exc:  # the alert goes out without its place rather than not at all
+            self.stats.locate_errors += 1
+            self.stats.last_error = f"locating: {exc!r}"
+            return record
 
     def open_alerts(self) -> list[AlertRecord]:
         with self._lock:

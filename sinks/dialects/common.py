@@ -49,11 +49,15 @@ KEY_CLASSES: Final = "key_class"
 class Documents:
     """One source of retrieved documents: `present` (UInt8, cheap: it gates the rest), `ids` (Array(String)),
     `scores` (Array(Nullable(Float64)), the raw scores: the assembler keeps them only when they are as many as
-    the ids and all finite). `ids` and `scores` are evaluated only for spans where `present` holds."""
+    the ids and all finite), `sources` (Array(String): each document's paragraph or source id, '' where the
+    source names none; the assembler keeps them only when they are as many as the ids, else '' per id — the
+    default, `[]`, is a source that never names one). All but `present` are evaluated only for spans where
+    `present` holds."""
 
     present: str
     ids: str
     scores: str
+    sources: str = "[]"
 
 
 @dataclass(frozen=True, slots=True)

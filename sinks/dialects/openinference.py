@@ -75,8 +75,35 @@ def document_key_class(k: str) -> str:
     )
 
 
+# The keys of a document's `…document.metadata` (JSON text) that name the paragraph or source it belongs to,
+# the first one present wins: an app's own `paragraph_id`; `source`, what LangChain's loaders set (a file path
+# or URL) and what ragmon's README asks LangChain apps to set; the ids vector stores and LlamaIndex's nodes
+# carry (`doc_id`, `ref_doc_id`, `document_id`); LlamaIndex's readers' `file_path` and `file_name`
+# (SimpleDirectoryReader); a web loader's `url`. OpenInference's LangChain and LlamaIndex instrumentations
+# write the framework document's metadata there as `json.dumps` of the mapping.
+SOURCE_METADATA_KEYS: Final = (
+    "paragraph_id",
+    "source",
+    "doc_id",
+    "ref_doc_id",
+    "document_id",
+    "file_path",
+    "file_name",
+    "url",
+)
+
+
+def _metadata_source(metadata: str) -> str:
+    """SQL String: the first non-empty `SOURCE_METADATA_KEYS` value of JSON text `metadata` (a string as is, a
+    number as its text), '' when none: one parse of the metadata into a named tuple."""
+    shape = ", ".join(f"{key} Nullable(String)" for key in SOURCE_METADATA_KEYS)
+    picks = ", ".join(f"nullIf(t.{i}, '')" for i in range(1, len(SOURCE_METADATA_KEYS) + 1))
+    return f"arrayMap(t -> coalesce({picks}, ''), [JSONExtract({metadata}, {quote(f'Tuple({shape})')})])[1]"
+
+
 def _flattened_documents(prefix: str, key_class: int) -> Documents:
-    """``{prefix}{i}.document.id / .score`` keys → ids and scores in index order.
+    """``{prefix}{i}.document.id / .score`` keys → ids and scores in index order, and each document's paragraph
+    or source from its ``.document.metadata`` (`SOURCE_METADATA_KEYS`).
 
     Documents are put in order of their numeric index; a document without an id gets ''; scores are kept only
     when every document has one. `key_class` is the class `document_key_class` gives those keys: the span has such
@@ -88,10 +115,12 @@ def _flattened_documents(prefix: str, key_class: int) -> Documents:
         f"arrayMap(k -> toUInt32OrNull(extract(k, {pattern})), mapKeys(a)))))"
     )
     key = f"concat({quote(prefix)}, toString(i), '.document.{{}}')"
+    metadata = f"ifNull(a[{key.format('metadata')}], '')"  # content-class keys are in ``a`` too
     return Documents(
         present=f"has({KEY_CLASSES}, {key_class})",
         ids=f"arrayMap(i -> ifNull(a[{key.format('id')}], ''), {order})",
         scores=f"arrayMap(i -> toFloat64OrNull(a[{key.format('score')}]), {order})",
+        sources=f"arrayMap(i -> {_metadata_source(metadata)}, {order})",
     )
 
 
@@ -168,4 +197,3 @@ def document_texts(c: str, stage: str) -> tuple[str, ...]:
         f"if({stage} = 'rerank', {_flattened_document_texts(c, A.OI_RERANKER_OUTPUT_DOCUMENTS + '.')}, [])",
         _flattened_document_texts(c, A.OI_RETRIEVAL_DOCUMENTS + "."),
     )
-

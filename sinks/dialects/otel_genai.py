@@ -50,15 +50,18 @@ CONTENT_KEYS: Final = frozenset(
 
 
 def _json_documents(key: str) -> Documents:
-    """gen_ai.retrieval.documents: JSON [{"id": ..., "score": ...}]; anything else is not documents."""
+    """gen_ai.retrieval.documents: JSON [{"id": ..., "score": ...}]; anything else is not documents. ragmon's SDK
+    adds `"source"` to a document that names its paragraph or source (`ragmon.Document.source`)."""
     docs = f"ifNull({raw(key)}, '')"
-    # a string id as is, a number as its text, null or missing as ''
-    parsed = f"JSONExtract({docs}, 'Array(Tuple(id Nullable(String), score Nullable(Float64)))')"
+    # a string id or source as is, a number as its text, null or missing as ''
+    shape = "Array(Tuple(id Nullable(String), score Nullable(Float64), source Nullable(String)))"
+    parsed = f"JSONExtract({docs}, '{shape}')"
     return Documents(
         # an element's raw JSON text starts with '{' exactly when it is an object (cheaper than JSONType per element)
         present=f"if(JSONType({docs}) = 'Array', arrayAll(x -> startsWith(x, '{{'), JSONExtractArrayRaw({docs})), 0)",
         ids=f"arrayMap(d -> ifNull(d.1, ''), {parsed})",
         scores=f"tupleElement({parsed}, 2)",
+        sources=f"arrayMap(d -> ifNull(d.3, ''), {parsed})",
     )
 
 

@@ -1,7 +1,8 @@
 """A store with something for every named read (`ragmon.sinks.named_reads`), for two tenants: requests rolled up
 (report, production minutes), sampling counts (kept share), kept traces with scores (quality), alerts, and labels
-beside scores (labelled scores). Everything of globex's says "globex" somewhere it is read back (its feature, alert
-ids, labelled trace ids' judge version), and nothing of acme's does, so a read that leaks a tenant's rows shows it.
+beside scores (labelled scores), end users' feedback on requests and on labelled traces. Everything of globex's says
+"globex" somewhere it is read back (its feature, alert ids, labelled trace ids' judge version), and nothing of
+acme's does, so a read that leaks a tenant's rows shows it.
 
 Run as `python -m tests.agent.named_reads_case <store>` to fill a store in a process of its own (the embedded engine
 serves one data path per process); `now_s` places everything a few minutes back, inside an hour's window.
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import UTC, datetime
 
 from ragmon.sinks import Store, open_store
+from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE
 
-from tests.dashboard.known_rows import alert, insert_traces, payload, request, score, utc
+from tests.dashboard.known_rows import Trace, alert, insert_traces, payload, request, score, span_id, utc
 from tests.labels import known_labels
-from tests.support import release_rows
+from tests.support.span_rows import SpanBatch, insert_spans
 
 TENANTS = {"acme": "docs-qa", "globex": "globex-qa"}  # tenant -> its feature
 GLOBEX_JUDGE = "globex-judge-v1"
@@ -36,6 +39,7 @@ def fill(store: Store, now_s: float | None = None) -> None:
     store.insert_scores(
         [score(t, "faithfulness", 0.2 + 0.1 * (int(t.trace_id, 16) % 5), at_s=now_s - 300) for t in traces]
     )
+    _documents(store, traces, now_s)
     minute = utc(now_s - 600 - (now_s % 60))
     store.insert_sampling_counts(
         [
@@ -57,16 +61,70 @@ def fill(store: Store, now_s: float | None = None) -> None:
         ids = [known_labels.trace_id(base + i) for i in range(4)]
         known_labels.score(store, tenant, {t: 0.2 + 0.2 * i for i, t in enumerate(ids)}, version=judge)
         known_labels.label(store, tenant, {t: i % 2 == 0 for i, t in enumerate(ids)})
-    # two releases of each tenant's feature, for `compare`
-    for i, (tenant, feature) in enumerate(TENANTS.items()):
-        group = release_rows.Group(f"{tenant}-g", f"{feature}?", 1.0, (f"{tenant}-para",))
-        stretches = [
-            release_rows.Traffic(
-                f"{tenant}-{n}", now_s - 3000 + 1200 * n, 30, 20.0, (group,), feature=feature, tenant=tenant
-            )
-            for n in (1, 2)
-        ]
-        release_rows.write(store, stretches, seed=i)
+    # end users' feedback: on the requests (per feature) and on the labelled traces (beside the judge's scores)
+    at = utc(now_s - 200)
+    labelled = [
+        (tenant, known_labels.trace_id(base + i)) for tenant, base in (("acme", 700), ("globex", 800)) for i in range(4)
+    ]
+    store.insert_feedback(
+        {
+            "tenant": tenant,
+            "trace_id": trace_id,
+            "name": "thumbs",
+            "kind": "thumbs",
+            "value": float(n % 2),
+            "negative": n % 2 == 0,
+            "voter": f"user:{n}",
+            "given_at": at,
+            "received_at": at,
+        }
+        for n, (tenant, trace_id) in enumerate([*((t.tenant, t.trace_id) for t in traces), *labelled])
+    )
+
+
+
+def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
+    """The document views' rows: a search span per trace retrieving its feature's paragraphs (one only in the answers
+    judged unfaithful, above the feature's rate), the trace's question group, the first two traces release v1, the
+    rest v2."""
+    batch = SpanBatch()
+    questions = []
+    for k, t in enumerate(traces):
+        feature = t.feature
+        bad = 0.2 + 0.1 * (int(t.trace_id, 16) % 5) < 0.5
+        release = "v1" if k % 5 < 2 else "v2"
+        docs = [f"{feature}#{'stale' if bad else 'fresh'}", f"{feature}#common"]
+        start_ns = int((now_s - 590 + k) * 1e9)
+        row = {
+            "tenant": t.tenant, "trace_id": t.trace_id, "span_id": f"{k + 1:08x}d0c50000",
+            "parent_span_id": span_id(t, 0),
+            "name": "search", "stage": "search", "feature": feature, "eval_run": "", "user": "", "session": "",
+            "service": "svc", "release": release, "environment": "", "start_time": start_ns, "duration_ms": 5.0,
+            "status": "ok", "error_type": "", "model": "", "provider": "", "input_tokens": 0, "output_tokens": 0,
+            "cached_input_tokens": 0, "cost_usd": None, "top1_score": None, "similarity_gap": None,
+            "norm_deviation": None, "ttft_ms": None, "retrieved_ids": [f"c{k}", f"c{k}b"],
+            "retrieved_scores": [0.9, 0.8], "retrieved_sources": docs, "attributes": {}, "ingest_seq": 0,
+        }  # fmt: skip
+        for name, value in row.items():
+            getattr(batch, name).append(value)
+        questions.append(
+            {
+                "tenant": t.tenant,
+                "trace_id": t.trace_id,
+                "feature": feature,
+                "eval_run": "",
+                "release": release,
+                "environment": "",
+                "start_time": datetime.fromtimestamp(start_ns / 1e9, UTC),
+                "group_id": f"{feature}-group",
+                "question": f"a question of {feature}",
+                "similarity": 1.0,
+                "failed": 0,
+                "duration_ms": 5.0,
+            }
+        )
+    insert_spans(store, batch)
+    store._insert_rows(TRACE_QUESTIONS_TABLE, TRACE_QUESTION_COLUMNS, questions, None)
 
 
 if __name__ == "__main__":

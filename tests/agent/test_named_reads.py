@@ -33,7 +33,10 @@ from tests.agent.harness import REPO, AgentProcess
 
 KEYS = {"acme": "k-acme", "globex": "k-globex"}
 # Values for the reads that have no default for some parameter: the case's session (every tenant has one, "s").
-REQUIRED = {"conversation": {"conversation": {"session": "s"}}}
+REQUIRED = {
+    "conversation": {"conversation": {"session": "s"}},
+    "document_shift": {"release_a": "v1", "release_b": "v2"},
+}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ import pytest
 from ragmon.sinks.dashboard_queries import DashboardStore
 from ragmon.sinks.for_alerting import AlertingMethods, AlertingStore
 from ragmon.sinks.for_conversations import ConversationMethods, ConversationStore
+from ragmon.sinks.for_documents import DocumentMethods, DocumentStore
+from ragmon.sinks.for_feedback import FeedbackMethods, FeedbackStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
 from ragmon.sinks.for_review import ReviewMethods, ReviewStore
@@ -26,6 +28,8 @@ GROUPS = (
     ReviewMethods,
     AlertingMethods,
     ConversationMethods,
+    DocumentMethods,
+    FeedbackMethods,
     StoreBase,
 )
 PROTOCOLS = (
@@ -38,6 +42,8 @@ PROTOCOLS = (
     AlertingStore,
     DashboardStore,
     ConversationStore,
+    DocumentStore,
+    FeedbackStore,
 )
 
 

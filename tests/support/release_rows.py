@@ -114,7 +114,7 @@ def write(store: Store, traffic: Sequence[Traffic], seed: int = 0) -> Written:
             kept = rng.random() < stretch.p_keep
             if kept:
                 payloads.append(_payload(stretch, trace_id, when))
-                scores.append(_score(stretch, trace_id, None if refused else value, refused))
+                scores.append(_score(stretch, trace_id, None if refused else value, refused, when))
             records.append(
                 {
                     "trace_id": trace_id,
@@ -206,7 +206,7 @@ def _payload(stretch: Traffic, trace_id: str, when: datetime) -> dict[str, Any]:
     }
 
 
-def _score(stretch: Traffic, trace_id: str, value: float | None, refused: bool) -> dict[str, Any]:
+def _score(stretch: Traffic, trace_id: str, value: float | None, refused: bool, when: datetime) -> dict[str, Any]:
     return {
         "tenant": stretch.tenant,
         "trace_id": trace_id,
@@ -225,7 +225,7 @@ def _score(stretch: Traffic, trace_id: str, value: float | None, refused: bool) 
         "output_tokens": 0,
         "cost_usd": None,
         "run_name": "",
-        "scored_at": datetime.now(UTC),
+        "scored_at": when,  # judged as its trace started: a window over scores finds it with its trace
         "flags": ["refusal"] if refused else [],
         "judge_calls": 0,
         "claim_flags": [],

@@ -4,8 +4,9 @@ Run as `python -m tests.agent.incident_app ENDPOINT RELEASE REQUESTS SEED [--unc
 
 Three requests in four are traced with OpenInference names through the OpenTelemetry SDK (a CHAIN root with the
 question and answer, a RETRIEVER span whose documents carry their chunk id, text, score and — in the document's
-metadata — the paragraph they were cut from, an LLM span with tokens); one in four with ragmon's SDK (its document
-ids are the paragraph ids). `service.version` is the release, a resource attribute in both.
+metadata — the paragraph they were cut from, an LLM span with tokens); one in four with ragmon's SDK (its
+documents carry their chunk id and, as a tuple's 4th element, their paragraph). `service.version` is the release, a
+resource attribute in both.
 
 Release A: chunks of whole paragraphs; each question retrieves the paragraph that answers it and another, and the
 answer paraphrases it with a sentence of its own (partly grounded). Release B: new chunking (other chunk ids), answers
@@ -102,7 +103,12 @@ def main(endpoint: str, release: str, requests: int, seed: int, unchanged: bool)
         if rng.random() < 0.25:
             with ragmon.request(FEATURE, question=question) as req:
                 with ragmon.search(top_k=2, data_source="help-center") as search:
-                    search.record(documents=[(p, 0.9 - 0.1 * i, PARAGRAPHS[p]) for i, p in enumerate(paragraphs)])
+                    search.record(
+                        documents=[
+                            (chunk_id(release, p, unchanged), 0.9 - 0.1 * i, PARAGRAPHS[p], p)  # p: its paragraph
+                            for i, p in enumerate(paragraphs)
+                        ]
+                    )
                 with ragmon.generate("gpt-4o-mini", provider="openai") as generate:
                     generate.record(input_tokens=180, output_tokens=40, answer=answer)
                 req.record(answer=answer)

@@ -60,7 +60,7 @@ def main() -> None:
     low, high = wilson(alarmed, args.seeds)
     print(
         f"releases that change nothing: {args.seeds}; with an alert: {alarmed} ({alarmed / args.seeds:.1%},"
-        f" 95 % CI {low:.1%}–{high:.1%}); looks per release: {len(sizes)}"
+        f" 95 % CI {low:.1%}–{high:.1%}); looks taken per release: {min(looks)}–{max(looks)}"
     )
 
 

@@ -48,6 +48,9 @@ SIDE_BY_SIDE_SHARE = 0.2  # the baseline's requests in the candidate's window, p
 MIN_GROUP_TRACES = 20  # per release: a question group with fewer is not compared
 MAX_GROUPS = 50  # the most asked groups compared
 MAX_DOCUMENTS = 5  # per group: the documents whose share changed most
+# Documents' shares are counted over at most about this many grouped traces (a uniform sample by trace id beyond):
+# enough for a share's interval of a few points per group and release, at a bounded cost on a busy feature.
+MAX_DOCUMENT_TRACES = 20_000
 EXAMPLE_TRACES = 3
 
 # The bad direction of each figure: +1 when a rise is worse.
@@ -395,7 +398,10 @@ def _group_rows(run: Run, tables: Mapping[str, str], windows: Windows, feature: 
     for row in run(*sql.group_quality_sql(tables["scores"], tables["trace_questions"], windows, feature)):
         quality[str(row["group_id"])][str(row["metric"])][str(row["release"])] = row
     documents: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
-    for row in run(*sql.group_documents_sql(tables["spans"], tables["trace_questions"], windows, feature, eligible)):
+    grouped = sum(int(r["traces"]) for g in eligible for r in traffic[g].values())
+    stride = max(1, math.ceil(grouped / MAX_DOCUMENT_TRACES))
+    docs_sql = sql.group_documents_sql(tables["spans"], tables["trace_questions"], windows, feature, eligible, stride)
+    for row in run(*docs_sql):
         documents[str(row["group_id"])][str(row["document"])][str(row["release"])] = int(row["traces"])
     out: list[dict[str, Any]] = []
     total = sum(int(r["traces"]) for sides in traffic.values() for r in sides.values())
@@ -409,8 +415,10 @@ def _group_rows(run: Run, tables: Mapping[str, str], windows: Windows, feature: 
         if refusal is not None:
             rows.append(refusal)
         docs = []
+        counted = documents[group].pop("", {})  # the traces the shares are of (all, or the sample's)
+        d_b, d_c = counted.get(b, 0), counted.get(c, 0)
         for document, counts in documents[group].items():
-            row = rate_row("retrieval_share", counts.get(b, 0), n_b, counts.get(c, 0), n_c, part=document)
+            row = rate_row("retrieval_share", counts.get(b, 0), d_b, counts.get(c, 0), d_c, part=document)
             row["document"] = document
             docs.append(row)
         docs.sort(key=lambda r: r["delta"] or 0.0)  # the steepest fall first

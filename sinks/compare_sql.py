@@ -62,7 +62,13 @@ class Windows:
                 f" AND {time} < fromUnixTimestamp64Nano({{{end}:Int64}}))"
             )
 
-        return f"({inside('baseline', 'b_start', 'b_end')} OR {inside('candidate', 'c_start', 'c_end')})"
+        # the span of both windows first: a range on the sorting key's time column, so whole granules are skipped
+        # (the OR of two releases' windows alone is not used for that)
+        both = (
+            f"{time} >= fromUnixTimestamp64Nano(least({{b_start:Int64}}, {{c_start:Int64}}))"
+            f" AND {time} < fromUnixTimestamp64Nano(greatest({{b_end:Int64}}, {{c_end:Int64}}))"
+        )
+        return f"{both} AND ({inside('baseline', 'b_start', 'b_end')} OR {inside('candidate', 'c_start', 'c_end')})"
 
 
 def _spans_where(windows: Windows) -> str:
@@ -169,34 +175,47 @@ def _weighted_sums(value: str, ok: str, p: str) -> str:
     )
 
 
-def _traces_of_payloads(payloads: str, windows: Windows) -> str:
-    """The feature's production payloads of either release in its window: trace → release."""
+def _release_of_trace(payloads: str, windows: Windows, trace: str = "trace_id") -> str:
+    """The release of a trace kept in either release's window: its payload says (a set lookup per score, no join:
+    a payload copied twice is one trace either way)."""
+
+    def kept(side: str, start: str, end: str) -> str:
+        return (
+            f"{trace} IN (SELECT trace_id FROM {payloads} WHERE feature = {{feature:String}} AND eval_run = ''"
+            f" AND release = {{{side}:String}} AND start_time >= fromUnixTimestamp64Nano({{{start}:Int64}})"
+            f" AND start_time < fromUnixTimestamp64Nano({{{end}:Int64}}))"
+        )
+
     return (
-        f"SELECT trace_id, release FROM {payloads} FINAL\n"
-        f"    WHERE feature = {{feature:String}} AND eval_run = '' AND {windows.condition()}"
+        f"multiIf({kept('candidate', 'c_start', 'c_end')}, {{candidate:String}},"
+        f" {kept('baseline', 'b_start', 'b_end')}, {{baseline:String}}, '')"
     )
 
 
 def quality_sql(scores: str, payloads: str, windows: Windows, feature: str) -> tuple[str, dict[str, Any]]:
     """Online judged scores per (release, metric): the trace's release from its payload (kept traces only are
     judged, and a payload outlives a comparison's window), weighted sums as `ragmon.sinks.quality`'s."""
-    ok = "s.status = 'ok' AND s.value IS NOT NULL"
+    ok = "status = 'ok' AND value IS NOT NULL"
     sql = (
-        "SELECT t.release AS release, s.metric AS metric, count() AS judged,\n"
-        "    countIf(has(s.flags, 'refusal')) AS refusals,\n"
-        f"    {_weighted_sums('assumeNotNull(s.value)', ok, 's.inclusion_probability')}\n"
-        f"FROM {scores} AS s FINAL\n"
-        f"INNER JOIN ({_traces_of_payloads(payloads, windows)}) AS t ON s.trace_id = t.trace_id\n"
-        "WHERE s.run_name = '' AND s.feature = {feature:String}\n"
+        "SELECT release_of_trace AS release, metric, count() AS judged,\n"
+        "    countIf(has(flags, 'refusal')) AS refusals,\n"
+        f"    {_weighted_sums('assumeNotNull(value)', ok, 'inclusion_probability')}\n"
+        f"FROM (SELECT *, {_release_of_trace(payloads, windows)} AS release_of_trace\n"
+        f"    FROM {scores} FINAL WHERE run_name = '' AND feature = {{feature:String}})\n"
+        "WHERE release_of_trace != ''\n"
         "GROUP BY release, metric"
     )
     return sql, windows.params(feature)
 
 
-def _grouped_traces(questions: str, windows: Windows) -> str:
+def _grouped_traces(questions: str, windows: Windows, scores: str) -> str:
+    """The question rows of the judged traces of either release's window (a re-grouped trace's rows agree)."""
     return (
-        f"SELECT trace_id, release, group_id FROM {questions} FINAL\n"
-        f"    WHERE feature = {{feature:String}} AND eval_run = '' AND {windows.condition()}"
+        f"SELECT trace_id, any(release) AS q_release, any(group_id) AS q_group FROM {questions}\n"
+        f"    WHERE feature = {{feature:String}} AND eval_run = '' AND {windows.condition()}\n"
+        f"        AND trace_id IN (SELECT trace_id FROM {scores}\n"
+        "            WHERE run_name = '' AND feature = {feature:String})\n"
+        "    GROUP BY trace_id"
     )
 
 
@@ -208,7 +227,7 @@ def group_sql(questions: str, windows: Windows, feature: str, examples: int = 3)
         "    topK(1)(question)[1] AS example_question,\n"
         f"    groupArrayIf({int(examples)})(trace_id, failed = 1) AS failed_examples,\n"
         f"    groupArray({int(examples)})(trace_id) AS some_traces\n"
-        f"FROM {questions} FINAL\n"
+        f"FROM {questions}\n"
         f"WHERE feature = {{feature:String}} AND eval_run = '' AND {windows.condition()}\n"
         "GROUP BY group_id, release"
     )
@@ -219,11 +238,11 @@ def group_quality_sql(scores: str, questions: str, windows: Windows, feature: st
     """Per question group, release and metric: judged scores (weighted) and refusals of the group's traces."""
     ok = "s.status = 'ok' AND s.value IS NOT NULL"
     sql = (
-        "SELECT q.group_id AS group_id, q.release AS release, s.metric AS metric, count() AS judged,\n"
+        "SELECT q.q_group AS group_id, q.q_release AS release, s.metric AS metric, count() AS judged,\n"
         "    countIf(has(s.flags, 'refusal')) AS refusals,\n"
         f"    {_weighted_sums('assumeNotNull(s.value)', ok, 's.inclusion_probability')}\n"
         f"FROM {scores} AS s FINAL\n"
-        f"INNER JOIN ({_grouped_traces(questions, windows)}) AS q ON s.trace_id = q.trace_id\n"
+        f"INNER JOIN ({_grouped_traces(questions, windows, scores)}) AS q ON s.trace_id = q.trace_id\n"
         "WHERE s.run_name = '' AND s.feature = {feature:String}\n"
         "GROUP BY group_id, release, metric"
     )
@@ -231,24 +250,32 @@ def group_quality_sql(scores: str, questions: str, windows: Windows, feature: st
 
 
 def group_documents_sql(
-    spans: str, questions: str, windows: Windows, feature: str, groups: Sequence[str]
+    spans: str, questions: str, windows: Windows, feature: str, groups: Sequence[str], stride: int = 1
 ) -> tuple[str, dict[str, Any]]:
-    """Per (group, release, document) of `groups`: how many of the group's traces retrieved the document."""
+    """Per (group, release, document) of `groups`: how many of the group's traces retrieved the document; and per
+    (group, release) with document '' how many traces were counted. With `stride` above 1, only the traces whose
+    id hashes to 0 modulo `stride` (a uniform sample, the same on both sides of the join, so a busy window's
+    shares cost what a quiet one's do)."""
     params = windows.params(feature)
     params["groups"] = list(groups)
+    params["stride"] = max(1, int(stride))
+    sample = "cityHash64(trace_id) % {stride:UInt64} = 0"
+    grouped = (
+        f"SELECT DISTINCT cityHash64(trace_id) AS trace, release, group_id FROM {questions}\n"
+        f"    WHERE feature = {{feature:String}} AND eval_run = '' AND {windows.condition()}\n"
+        f"        AND has({{groups:Array(String)}}, group_id) AND {sample}"
+    )
     sql = (
         "SELECT q.group_id AS group_id, q.release AS release, d.document AS document,\n"
         "    uniqExact(d.trace) AS traces\n"
         "FROM (\n"
         f"    SELECT cityHash64(trace_id) AS trace, arrayJoin({DOCUMENTS}) AS document\n"
         f"    FROM {spans}\n"
-        f"    WHERE {_spans_where(windows)} AND stage = 'search' AND notEmpty(retrieved_ids)\n"
+        f"    WHERE {_spans_where(windows)} AND stage = 'search' AND notEmpty(retrieved_ids) AND {sample}\n"
         ") AS d\n"
-        "INNER JOIN (\n"
-        f"    SELECT cityHash64(trace_id) AS trace, release, group_id FROM {questions} FINAL\n"
-        f"    WHERE feature = {{feature:String}} AND eval_run = '' AND {windows.condition()}\n"
-        "        AND has({groups:Array(String)}, group_id)\n"
-        ") AS q ON d.trace = q.trace\n"
-        "GROUP BY group_id, release, document"
+        f"INNER JOIN ({grouped}) AS q ON d.trace = q.trace\n"
+        "GROUP BY group_id, release, document\n"
+        "UNION ALL\n"
+        f"SELECT group_id, release, '' AS document, count() AS traces FROM ({grouped}) GROUP BY group_id, release"
     )
     return sql, params

@@ -121,3 +121,16 @@ def test_order_statistic_ranks_cover_the_p95() -> None:
 
 def test_holm() -> None:
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_a_busy_windows_document_shares_come_from_a_sample_of_its_traces(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ragmon.sinks.compare as compare_module
+
+    write(store, [Traffic("A", T0, 900, 4.0, (RESET_A, BILL_A)), Traffic("B", T0 + 3600, 300, 4.0, (RESET_B, BILL_B))])
+    monkeypatch.setattr(compare_module, "MAX_DOCUMENT_TRACES", 300)  # 1,200 grouped traces: one in four counted
+    first = store.compare("support")["groups"][0]
+    lost = first["documents"][0]
+    assert first["stopped_retrieving"] == ["para-7"] and (lost["baseline"], lost["candidate"]) == (1.0, 0.0)
+    assert 0 < lost["n_baseline"] < first["traces_baseline"] and 0 < lost["n_candidate"] < first["traces_candidate"]

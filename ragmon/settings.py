@@ -55,6 +55,10 @@ class SdkSettings(_Section):
 
     service_name: str = "unknown_service"  # the resource's `service.name`
     resource_attributes: dict[str, str] = Field(default_factory=dict)  # e.g. `service.version`, the release
+    # The app's release and where it runs: the resource's `service.version` and `deployment.environment.name`
+    # (beat the same keys of `resource_attributes`); ragmon reports, compares and alerts by them. '' = not sent.
+    release: str = ""
+    environment: str = ""
     capture_content: bool = False  # question, passages, answer, tool arguments: opt-in
     price_file: Path | None = None  # JSON overriding/extending the shipped price table
     index_vector_sample: int = Field(default=8, ge=0)  # indexed vectors checked for norm per search span

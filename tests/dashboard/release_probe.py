@@ -1,7 +1,7 @@
-"""Requests of one release (`service.version`) sent with ragmon's SDK: the browser test sends release 1.0, then 1.1
-whose every third request fails, so the agent's canary analysis raises an alert that links to the comparison.
+"""Requests of two releases of one app, sent with ragmon's SDK: `ragmon.configure(release=...)` once per release.
 
-Run as `python -m tests.dashboard.release_probe ENDPOINT API_KEY RELEASE REQUESTS FAIL_EVERY` (0: none fails).
+Run as `python -m tests.dashboard.release_probe ENDPOINT API_KEY`. The first configure creates the provider, so its
+release is on the resource; the second joins that provider, so its release rides on the request spans.
 """
 
 from __future__ import annotations
@@ -11,29 +11,19 @@ import sys
 import ragmon
 
 FEATURE = "release-probe"
+RELEASES = {"7.1.0": 3, "7.1.1": 2}  # release -> requests
 
 
-def main(endpoint: str, api_key: str, release: str, requests: int, fail_every: int) -> int:
-    ragmon.configure(
-        service_name="release-probe",
-        endpoint=endpoint,
-        api_key=api_key,
-        settings={"sdk": {"resource_attributes": {"service.version": release}}},
-    )
-    for i in range(requests):
-        try:
-            with ragmon.request(FEATURE, question=f"question {i % 5}"):
-                with ragmon.search(top_k=1, data_source="docs") as search:
-                    search.record(documents=[(f"doc-{i % 5}", 0.8, "")])
-                with ragmon.generate("gpt-4o-mini", provider="openai") as generate:
-                    generate.record(input_tokens=40, output_tokens=8)
-                if fail_every and i % fail_every == 0:
-                    raise RuntimeError("release 1.1 fails on purpose")
-        except RuntimeError:
-            pass
-    ragmon.shutdown(30.0)
+def main(endpoint: str, api_key: str) -> int:
+    for release, requests in RELEASES.items():
+        ragmon.configure(service_name="release-probe", endpoint=endpoint, api_key=api_key, release=release)
+        for _ in range(requests):
+            with ragmon.request(FEATURE), ragmon.search(top_k=1) as search:
+                search.record(documents=[("doc.md#1", 0.9, None)])
+        ragmon.force_flush(10.0)
+    ragmon.shutdown(10.0)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
+    sys.exit(main(sys.argv[1], sys.argv[2]))

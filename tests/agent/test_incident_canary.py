@@ -40,7 +40,10 @@ RESET_PHRASINGS = set(QUESTIONS[0][0])
 def _send(agent: AgentProcess, release: str, requests: int, seed: int, *extra: str) -> None:
     sent = subprocess.run(
         [sys.executable, "-m", "tests.agent.incident_app", agent.otlp_http, release, str(requests), str(seed), *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert sent.returncode == 0, sent.stderr[-3000:]
 

@@ -285,6 +285,10 @@ def _conversations(store: ReadStore, v: dict[str, Any], tenant: str | None) -> A
     return store.conversations(v["since_s"], v["limit"], tenant=tenant, traffic=v["traffic"])
 
 
+def _compare(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.compare(v["feature"], baseline=v["baseline"], candidate=v["candidate"], tenant=tenant)
+
+
 def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.feedback_summary(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
 
@@ -337,6 +341,8 @@ READS: dict[str, NamedRead] = {
             (Window("since_s", 86400.0), Count("limit", 50, 1, 500), TrafficChoice()),
             _conversations,
         ),
+        # `ragmon compare`: a candidate release against a baseline, overall and per question group
+        NamedRead("compare", (Name("feature"), Name("baseline"), Name("candidate")), _compare),
         # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
         NamedRead("feedback", _WINDOW, _feedback),
         NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),

@@ -454,5 +454,34 @@ def test_the_releases_view_puts_releases_side_by_side_and_filters_to_one(agent: 
     assert calls == {"request": "2", "search": "2"}
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-releases.png"), full_page=True)
+
+
+def test_a_canary_alert_opens_the_release_comparison(agent: AgentProcess, page: Any) -> None:
+    from tests.dashboard import canary_probe
+
+    for release, fail_every in (("1.0", 0), ("1.1", 3)):
+        sent = _run("-m", "tests.dashboard.canary_probe", agent.otlp_http, KEY, release, "240", str(fail_every))
+        assert sent.returncode == 0, sent.stderr[-3000:]
+
+    def canary_alert() -> dict[str, Any] | None:
+        alerts = _dashboard_json(agent, "alerts")
+        return next((a for a in alerts if a["rule"] == "canary" and a["feature"] == canary_probe.FEATURE), None)
+
+    _wait_until(lambda: canary_alert() is not None, "the canary alert of release 1.1", timeout_s=300)
+    alert = canary_alert()
+    assert alert is not None and "release 1.1" in alert["message"] and "error rate" in alert["message"]
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    link = page.locator("#alerts li", has_text="release 1.1").locator("a.alert-link")
+    assert link.get_attribute("href") == f"#/compare?feature={canary_probe.FEATURE}&baseline=1.0&candidate=1.1"
+    link.click()
+    page.wait_for_selector("body[data-loaded=compare]", timeout=60_000)
+    assert page.text_content("#compare-title") == f"{canary_probe.FEATURE}: release 1.1 against 1.0"
+    errors = page.locator("#compare-overall tr.metric-error_rate")
+    assert errors.count() == 1 and "regressed" in (errors.get_attribute("class") or "")
+    assert errors.locator("td").nth(5).text_content() == "240 / 240"
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-compare.png"), full_page=True)
     assert page.evaluate("window.__cspViolations") == []
     assert page.errors == []  # type: ignore[attr-defined]

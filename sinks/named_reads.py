@@ -284,6 +284,10 @@ def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _feedback_questions(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_by_question(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
 _DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
@@ -322,6 +326,8 @@ READS: dict[str, NamedRead] = {
         # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
         NamedRead("feedback", _WINDOW, _feedback),
         NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
+        # the same figures per recurring question group (the dashboard's feedback view)
+        NamedRead("feedback_questions", _WINDOW, _feedback_questions),
     )
 }
 

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from ragmon import _feedback, _state
+from ragmon import attributes as attr
 from ragmon._export import OtlpHttpTransport, QueueSpanProcessor, SpanExporterTransport, Transport
 from ragmon.diagnostics import logger
 from ragmon.pricing import PriceFileError, PriceTable, default_price_table, load_price_table
@@ -62,6 +63,8 @@ _price_problem: str | None = None
 def configure(
     *,
     service_name: str | None = None,
+    release: str | None = None,
+    environment: str | None = None,
     endpoint: str | None = None,
     api_key: str | None = None,
     capture_content: bool | None = None,
@@ -76,11 +79,16 @@ def configure(
 
     Invalid settings raise here, at start-up (fail fast); nothing after this raises into the app.
     `span_exporter` sends ragmon's spans to any OpenTelemetry exporter instead of ragmon's OTLP/HTTP client.
+    `release` and `environment` (e.g. "2.3.1", "prod") become the resource's `service.version` and
+    `deployment.environment.name`, by which ragmon breaks its reports down; a provider ragmon joins keeps its own
+    resource, so there they ride on ragmon's request spans instead (the agent reads a span's own first).
     """
     global _active, _price_problem
     resolved = _resolve_settings(
         settings,
         service_name=service_name,
+        release=release,
+        environment=environment,
         endpoint=endpoint,
         api_key=api_key,
         capture_content=capture_content,
@@ -115,6 +123,7 @@ def configure(
             redact=redact,
             max_attribute_chars=resolved.sdk.max_attribute_chars,
             index_vector_sample=resolved.sdk.index_vector_sample,
+            request_attributes=_release_not_on(provider, resolved),
         )
     if old is not None:
         old.shutdown()
@@ -134,7 +143,8 @@ def _configure_feedback(settings: Settings) -> None:
 
 
 def _resolve_settings(settings: Settings | Mapping[str, Any] | None, **arguments: Any) -> Settings:
-    sdk = {k: arguments[k] for k in ("service_name", "capture_content", "price_file") if arguments[k] is not None}
+    sdk_keys = ("service_name", "release", "environment", "capture_content", "price_file")
+    sdk = {k: arguments[k] for k in sdk_keys if arguments[k] is not None}
     export = {k: arguments[k] for k in ("endpoint", "api_key") if arguments[k] is not None}
     if arguments["export"] is not None:
         export["enabled"] = arguments["export"]
@@ -165,10 +175,26 @@ def _provider(explicit: trace_api.TracerProvider | None, settings: Settings) -> 
         return installed  # join: someone (maybe an earlier configure) set one up
     if not isinstance(installed, trace_api.ProxyTracerProvider):
         return installed  # another implementation; join it, spans flow through its pipeline
-    resource = Resource.create({**settings.sdk.resource_attributes, "service.name": settings.sdk.service_name})
+    resource = Resource.create(
+        {**settings.sdk.resource_attributes, "service.name": settings.sdk.service_name, **_release_attributes(settings)}
+    )
     provider = TracerProvider(resource=resource)
     trace_api.set_tracer_provider(provider)
     return provider
+
+
+def _release_attributes(settings: Settings) -> dict[str, str]:
+    """The resource keys of the configured release and environment (none for what was not configured)."""
+    keys = ((attr.SERVICE_VERSION, settings.sdk.release), (attr.DEPLOYMENT_ENVIRONMENT_NAME, settings.sdk.environment))
+    return {key: value for key, value in keys if value}
+
+
+def _release_not_on(provider: trace_api.TracerProvider, settings: Settings) -> dict[str, str]:
+    """What of the configured release and environment the provider's resource does not say: a provider ragmon joined
+    has a resource of its own, which ragmon cannot change, so those keys go on ragmon's request spans instead."""
+    resource = getattr(provider, "resource", None)
+    said = dict(resource.attributes) if isinstance(resource, Resource) else {}
+    return {key: value for key, value in _release_attributes(settings).items() if said.get(key) != value}
 
 
 def _switch_for(provider: TracerProvider) -> _SwitchableProcessor:

@@ -424,6 +424,9 @@ class RequestSpan(StageSpan):
         self._inherited_token = None
 
     def _on_enter(self, attributes: dict[str, Any]) -> None:
+        state = _state.current
+        if state is not None and state.request_attributes:
+            self._pending().update(state.request_attributes)
         inherited = {k: v for k, v in attributes.items() if k in _INHERITED_KEYS}
         self._inherited_token = _REQUEST_ATTRIBUTES.set(inherited)
         _EMBEDDED_VECTOR.set(None)

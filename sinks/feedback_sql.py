@@ -122,6 +122,22 @@ def verdicts_sql(ddl: Ddl) -> str:
     )
 
 
+def trace_feedback_sql(ddl: Ddl) -> str:
+    """Params: trace_ids, since_s. Per trace of `trace_ids`, its end users' feedback received in the last `since_s`
+    seconds (the latest per voter): thumbs up and down, ratings and their mean, named scores, how many verdicts
+    are negative, and the latest comment — what a conversation's turn shows beside the judge's scores."""
+    only = " AND (trace_id IN {trace_ids:Array(String)} OR request_id != '')"
+    return (
+        "SELECT tid AS trace_id, countIf(kind = 'thumbs' AND value = 1) AS thumbs_up,\n"
+        "  countIf(kind = 'thumbs' AND value = 0) AS thumbs_down, countIf(kind = 'rating') AS ratings,\n"
+        "  if(ratings > 0, avgIf(value, kind = 'rating'), NULL) AS mean_rating, countIf(kind = 'score') AS scores,\n"
+        "  countIf(kind IN ('thumbs', 'rating')) AS verdicts, countIf(negative) AS negative,\n"
+        "  argMaxIf(comment, received_at, comment != '') AS comment\n"
+        f"FROM ({_resolved(ddl, only)})\n"
+        "WHERE tid IN {trace_ids:Array(String)} GROUP BY trace_id"
+    )
+
+
 def feedback_scores_sql(ddl: Ddl, *, one_version: bool) -> str:
     """Each trace with end-user verdicts (thumbs, ratings) of the last `since_s` seconds beside the judge's latest
     online score of it, per metric and judge version. `label` is the users' reading: true (good) when fewer than

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ragmon.sinks.for_conversations import ConversationStore
 from ragmon.sinks.for_documents import DocumentStore
+from ragmon.sinks.for_questions import QuestionViewStore
 from ragmon.sinks.for_report import ReportStore
 from ragmon.sinks.traffic import Traffic
 
@@ -173,8 +174,9 @@ class ConversationKey:
         return {key: str(value[key]) for key in self.keys if key in value}
 
 
-class ReadStore(ReportStore, ConversationStore, DocumentStore, Protocol):
-    """What the named reads run on: the report's reads, the conversations' and the documents'."""
+class ReadStore(ReportStore, ConversationStore, DocumentStore, QuestionViewStore, Protocol):
+    """What the named reads run on: the report's reads, the conversations', the documents' and the question
+    groups'."""
 
 
 Param = Window | Count | Name | TrafficChoice | ConversationKey
@@ -214,7 +216,8 @@ class NamedRead:
 
 
 def _report(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
-    return store.report(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+    where = {"release": v["release"], "environment": v["environment"]}
+    return store.report(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"], **where)
 
 
 def _kept_share(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
@@ -222,7 +225,13 @@ def _kept_share(store: ReportStore, v: dict[str, Any], tenant: str | None) -> An
 
 
 def _quality(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
-    return store.quality(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+    where = {"release": v["release"], "environment": v["environment"]}
+    return store.quality(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"], **where)
+
+
+def _releases(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    where = {"release": v["release"], "environment": v["environment"]}
+    return store.releases(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"], **where)
 
 
 def _alerts(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
@@ -284,20 +293,31 @@ def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) 
     return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
 
 
+def _question_groups(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.question_groups(
+        v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"]
+    )
+
+
 def _feedback_questions(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.feedback_by_question(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
 
 
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
+# One release and/or environment (`ragmon.sinks.releases`): the rollups, payloads and scores know them; the
+# sampler's counts do not, so the kept share takes neither.
+_RELEASED = (*_WINDOW, Name("release"), Name("environment"))
 _DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
     read.name: read
     for read in (
         # `ragmon report`: per (feature, stage), from the rollups; what the sampler kept; judged quality
-        NamedRead("report", _WINDOW, _report),
+        NamedRead("report", _RELEASED, _report),
         NamedRead("kept_share", _WINDOW, _kept_share),
-        NamedRead("quality", _WINDOW, _quality),
+        NamedRead("quality", _RELEASED, _quality),
+        # each release seen in the window, per feature, side by side (`ragmon report`'s releases section)
+        NamedRead("releases", _RELEASED, _releases),
         # `ragmon alerts`: the alerts table's recent and open rows; how much history drift rules have had
         NamedRead("alerts", (Window("since_s", 86400.0), Count("limit", 500, 1, 100_000)), _alerts),
         NamedRead("production_minutes", (), _production_minutes),
@@ -326,6 +346,9 @@ READS: dict[str, NamedRead] = {
         # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
         NamedRead("feedback", _WINDOW, _feedback),
         NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
+        # `ragmon report`'s most common questions, the dashboard's question view: per question group, this window
+        # against the one before
+        NamedRead("question_groups", (*_WINDOW, Count("limit", 10, 1, 1000)), _question_groups),
         # the same figures per recurring question group (the dashboard's feedback view)
         NamedRead("feedback_questions", _WINDOW, _feedback_questions),
     )

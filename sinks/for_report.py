@@ -106,6 +106,16 @@ class ReportStore(Protocol):
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
     ) -> list[dict[str, Any]]: ...
 
+    def feedback_by_question(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        traffic: Traffic = PRODUCTION,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]: ...
+
 
 class ReportMethods(StoreBase):
     """The report's methods of `Store`."""

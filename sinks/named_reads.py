@@ -295,10 +295,16 @@ def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
 
 def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+
+
 def _question_groups(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.question_groups(
         v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"]
     )
+
+
+def _feedback_questions(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_by_question(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
 
 
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
@@ -349,6 +355,8 @@ READS: dict[str, NamedRead] = {
         # `ragmon report`'s most common questions, the dashboard's question view: per question group, this window
         # against the one before
         NamedRead("question_groups", (*_WINDOW, Count("limit", 10, 1, 1000)), _question_groups),
+        # the same figures per recurring question group (the dashboard's feedback view)
+        NamedRead("feedback_questions", _WINDOW, _feedback_questions),
     )
 }
 

@@ -19,6 +19,7 @@ from ragmon.commands.common import (
     traffic_of,
 )
 from ragmon.commands.feedback_section import format_feedback, read_feedback
+from ragmon.commands.report_questions import format_questions, most_common_questions
 
 REPORT_FIELDS = (
     "feature",
@@ -77,12 +78,14 @@ def report(args: argparse.Namespace) -> int:
     quality, quality_error = _section(args, "quality", traffic)
     releases, releases_error = _section(args, "releases", traffic)
     feedback, feedback_error = read_feedback(args, traffic)
+    questions, questions_error = most_common_questions(args, traffic)
     if args.json:
         unavailable = {
             "sampling": sampling_error,
             "quality": quality_error,
             "releases": releases_error,
             "feedback": feedback_error,
+            "questions": questions_error,
         }
         document = {
             "since_s": args.since,
@@ -95,6 +98,7 @@ def report(args: argparse.Namespace) -> int:
             "quality": quality,
             "releases": releases,
             "feedback": feedback,
+            "questions": questions,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
         print(json.dumps(document, default=str))
@@ -110,6 +114,11 @@ def report(args: argparse.Namespace) -> int:
     print(f"\nreleases: unavailable ({releases_error})" if releases is None else "\n" + format_releases(releases))
     print(
         f"\nend-user feedback: unavailable ({feedback_error})" if feedback is None else "\n" + format_feedback(feedback)
+    )
+    print(
+        f"\nMost common questions: unavailable ({questions_error})"
+        if questions is None
+        else "\n" + format_questions(questions)
     )
     return 0
 

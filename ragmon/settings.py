@@ -358,14 +358,16 @@ def _otel_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _ragmon_values(env: Mapping[str, str]) -> dict[str, Any]:
-    """RAGMON_SECTION__FIELD=value → {"section": {"field": value}}; JSON objects for dict fields."""
+    """RAGMON_SECTION__FIELD=value → {"section": {"field": value}}; JSON objects for dict fields, JSON arrays for
+    list fields (`RAGMON_AGENT__FEEDBACK_ORIGINS='["https://app.example.com"]'`). A value that merely starts with a
+    bracket but is no JSON (`[::1]:4318`) stays text."""
     tree: dict[str, Any] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
         path = name[len(ENV_PREFIX) :].lower().split(NESTED_DELIMITER)
         value: Any = raw
-        if raw.startswith("{"):
+        if raw.startswith(("{", "[")):
             with contextlib.suppress(json.JSONDecodeError):  # else left as text; validation names the field
                 value = json.loads(raw)
         node = tree

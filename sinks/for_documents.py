@@ -19,6 +19,7 @@ from ragmon.sinks.documents_sql import (
     document_quality_sql,
     document_shift_sql,
     documents_sql,
+    group_examples_sql,
     problem_documents_sql,
 )
 from ragmon.sinks.quality import kept_estimate, weighted_estimate
@@ -102,7 +103,7 @@ class DocumentMethods(StoreBase):
         answers built on it per metric — kept and weighted back to all traffic, with the share judged bad."""
         start_s, end_s = self._window(since_s, now_s)
         spans = self._ddl.table("spans")
-        sql, params = documents_sql(spans, start_s, end_s, feature, traffic, limit)
+        sql, params = documents_sql(self._ddl, start_s, end_s, feature, traffic, limit)
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         if not rows:
             return []
@@ -117,13 +118,25 @@ class DocumentMethods(StoreBase):
             docs,
             traffic,
         )
+        grouped = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
+        examples: dict[tuple[str, str], str] = {}
+        if grouped:
+            sql, params = group_examples_sql(
+                self._ddl.table(TRACE_QUESTIONS_TABLE),
+                start_s,
+                end_s,
+                feature,
+                sorted({str(g["group_id"]) for g in grouped}),
+            )
+            for e in self._caller_rows(sql, params, tenant=tenant, tenant_filter=True):
+                examples[(str(e["feature"]), str(e["group_id"]))] = str(e["example"])
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for g in self._caller_rows(sql, params, tenant=tenant, tenant_filter=True):
+        for g in grouped:
             groups.setdefault((str(g["feature"]), str(g["doc"])), []).append(
                 {
                     "group_id": str(g["group_id"]),
                     "label": str(g["label"]),
-                    "example": str(g["example"]),
+                    "example": examples.get((str(g["feature"]), str(g["group_id"])), ""),
                     "traces": int(g["traces"]),
                 }
             )

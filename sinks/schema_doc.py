@@ -38,6 +38,7 @@ class TableDoc:
 NOT_LISTED: dict[str, str] = {
     schema.CONTENT_TABLE: "the captured text of every span, held for the sampler's decision only",
     schema.HOUR_ROLLUP_TABLE: f"described with `{schema.ROLLUP_TABLE}`: the same per hour",
+    schema.DOCUMENT_HOUR_ROLLUP_TABLE: f"described with `{schema.DOCUMENT_ROLLUP_TABLE}`: the same per hour",
 }
 
 
@@ -147,6 +148,14 @@ def tables() -> list[TableDoc]:
             schema.QUESTION_GROUPS_TABLE,
             "the recurring questions: one row per group, its representative question ({kept}; read with FINAL)",
             "SELECT feature, group_id, label, members FROM question_groups FINAL ORDER BY members DESC LIMIT 10",
+        ),
+        _table(
+            schema.DOCUMENT_ROLLUP_TABLE,
+            "per minute, feature, retrieval stage and document: how often and at which ranks it was retrieved"
+            f" ({{kept}}; `{schema.DOCUMENT_HOUR_ROLLUP_TABLE}` is the same per hour, with `hour` for `minute`)",
+            "SELECT feature, doc, sum(retrieved), sum(traces) FROM documents_1m WHERE stage = 'rerank'"
+            " AND minute > now() - INTERVAL 1 HOUR GROUP BY feature, doc ORDER BY sum(retrieved) DESC LIMIT 10",
+            {**_rollup_notes(schema.DOCUMENT_ROLLUP_COLUMNS), **_column_notes(schema.DOCUMENT_ROLLUP_COLUMNS)},
         ),
     ]
 

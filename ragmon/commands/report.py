@@ -1,5 +1,5 @@
-"""`ragmon report`: latency, errors, tokens and cost per feature and stage, what the tail sampler kept, and judged
-quality, over one window of one traffic."""
+"""`ragmon report`: latency, errors, tokens and cost per feature and stage, what the tail sampler kept, judged
+quality, and the documents answers were built on, over one window of one traffic."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...]}, the sections of the text',
+        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...], "documents": {...}}, the'
+        " sections of the text",
     )
     add_store_options(parser)
 
@@ -70,8 +71,9 @@ def report(args: argparse.Namespace) -> int:
         return 2
     sampling, sampling_error = _kept_share(args, traffic)
     quality, quality_error = _quality(args, traffic)
+    documents, documents_error = _documents(args, traffic)
     if args.json:
-        unavailable = {"sampling": sampling_error, "quality": quality_error}
+        unavailable = {"sampling": sampling_error, "quality": quality_error, "documents": documents_error}
         document = {
             "since_s": args.since,
             "feature": args.feature,
@@ -79,6 +81,7 @@ def report(args: argparse.Namespace) -> int:
             "stages": rows,
             "sampling": sampling,
             "quality": quality,
+            "documents": documents,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
         print(json.dumps(document, default=str))
@@ -91,6 +94,7 @@ def report(args: argparse.Namespace) -> int:
     print(format_report(rows))
     print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
     print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
+    print(f"\ndocuments: unavailable ({documents_error})" if documents is None else "\n" + format_documents(documents))
     return 0
 
 
@@ -109,6 +113,78 @@ def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any
         return read_rows(args, "quality", since_s=args.since, feature=args.feature, traffic=traffic), ""
     except CommandError as exc:
         return None, str(exc)
+
+
+# How many documents the report lists: the most retrieved, and those in answers judged bad above their feature's rate.
+REPORT_DOCUMENTS = 10
+
+
+def _documents(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
+    """The most retrieved documents and the problem documents over the same window (read like the quality section:
+    a store or agent without the document reads costs this section only)."""
+    try:
+        window = {"since_s": args.since, "feature": args.feature, "traffic": traffic, "limit": REPORT_DOCUMENTS}
+        return {
+            "top": read_rows(args, "documents", **window),
+            "problems": read_rows(args, "problem_documents", **window),
+        }, ""
+    except CommandError as exc:
+        return None, str(exc)
+
+
+def format_documents(documents: dict[str, Any]) -> str:
+    """The documents section: per document (its paragraph or source, else its chunk id) of the answers' final
+    context, how often and at which rank it was retrieved and the share of its judged answers judged unfaithful;
+    then the documents in answers judged unfaithful or unhelpful more often than their feature's answers."""
+    top, problems = documents["top"], documents["problems"]
+    if not top:
+        return "documents: no retrieved documents in this window"
+    out = [f"documents (the {len(top)} most retrieved into answers' final context)"]
+    out += _table(
+        ("feature", "document", "retrieved", "traces", "mean rank", "first", "chunks", "unfaithful", "top question"),
+        [
+            (
+                d["feature"],
+                d["doc"],
+                str(d["retrieved"]),
+                str(d["traces"]),
+                f"{d['mean_rank']:.1f}",
+                str(d["first"]),
+                str(d["chunks"]),
+                "-" if d["unfaithful_share"] is None else f"{d['unfaithful_share']:.0%}",
+                d["groups"][0]["label"] or d["groups"][0]["example"] if d["groups"] else "-",
+            )
+            for d in top
+        ],
+    )
+    if not problems:
+        out.append("\nproblem documents: none judged bad more often than their feature's answers")
+        return "\n".join(out)
+    out.append("\nproblem documents (in answers judged unfaithful or unhelpful more often than the feature's)")
+    out += _table(
+        ("feature", "document", "bad/judged", "share", "feature's share", "excess", "z"),
+        [
+            (
+                p["feature"],
+                p["doc"],
+                f"{p['bad']}/{p['judged']}",
+                f"{p['bad_share']:.0%}",
+                f"{p['baseline_share']:.0%}",
+                f"{p['excess']:.1f}",
+                "-" if p["z"] is None else f"{p['z']:.1f}",
+            )
+            for p in problems
+        ],
+    )
+    return "\n".join(out)
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    table = [headers, *rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
 
 
 def format_quality(rows: list[dict[str, Any]]) -> str:

@@ -174,8 +174,8 @@ def bench_otlp(data_dir: str, bodies: int, repeats: int, redaction_mode: str = "
 
 
 FILL_SQL = """
-INSERT INTO {spans} (tenant, trace_id, span_id, parent_span_id, name, stage, feature, service, start_time,
-    duration_ms, status, model, input_tokens, output_tokens, cost_usd, ttft_ms, ingest_seq)
+INSERT INTO {spans} (tenant, trace_id, span_id, parent_span_id, name, stage, feature, service, release, environment,
+    start_time, duration_ms, status, model, input_tokens, output_tokens, cost_usd, ttft_ms, ingest_seq)
 SELECT
     ['acme', 'globex'][number % 2 + 1],
     lower(hex(cityHash64(number DIV 5))) || lower(hex(number DIV 5)),
@@ -185,6 +185,9 @@ SELECT
     ['request', 'embed', 'search', 'rerank', 'generate'][number % 5 + 1],
     ['support', 'search', 'billing'][(number DIV 5) % 3 + 1],
     'rag-api',
+    -- two releases, the second over the day's last third; a tenth of the traces in staging
+    if(number * 3 < {total} * 2, '4.1.0', '4.2.0'),
+    if((number DIV 5) % 10 = 0, 'staging', 'prod'),
     now64(9) - toIntervalMillisecond(86400000 - intDiv(number * 86400000, {total})),
     exp(4 + (number % 5) * 0.6 + randNormal(0, 0.5)),
     if(rand() % 50 = 0, 'error', 'ok'),
@@ -226,20 +229,29 @@ def bench_report(data_dir: str, fill_rows: int, repeats: int) -> None:
             store.query(f"SELECT count() AS n FROM {store._ddl.table(t)}")[0]["n"] for t in ("spans_1m", "spans_1h")
         ]
         print(f"  {state}: {counts[0]:,} minute rows, {counts[1]:,} hour rows")
-        for label, kwargs in (
-            ("report(24 h), all tenants", {}),
-            ("report(24 h, tenant=acme)", {"tenant": "acme"}),
-            ("report(7 d), all tenants", {}),
-            ("report(1 h, feature=support)", {"feature": "support"}),
+        baseline_ms = 0.0
+        for label, read, kwargs in (
+            ("report(24 h), all tenants", store.report, {}),
+            ("report(24 h, tenant=acme)", store.report, {"tenant": "acme"}),
+            ("report(7 d), all tenants", store.report, {}),
+            ("report(1 h, feature=support)", store.report, {"feature": "support"}),
+            ("report(24 h, release=4.2.0)", store.report, {"release": "4.2.0"}),
+            ("report(24 h, release=4.2.0, env=prod)", store.report, {"release": "4.2.0", "environment": "prod"}),
+            ("releases(24 h), all tenants", store.releases, {}),
+            ("releases(7 d), all tenants", store.releases, {}),
+            ("releases(24 h, tenant=acme)", store.releases, {"tenant": "acme"}),
         ):
             since_s = 3_600 if "1 h" in label else (7 * 86_400 if "7 d" in label else 86_400)
             times = []
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                rows = store.report(since_s, **kwargs)
+                rows = read(since_s, **kwargs)
                 times.append(time.perf_counter() - t0)
+            median_ms = statistics.median(times) * 1000
+            baseline_ms = baseline_ms or median_ms  # the first line: the 24-hour report, measured in this run
             print(
-                f"    {label:38s} median {statistics.median(times) * 1000:7.1f} ms   ({len(rows)} feature×stage rows)"
+                f"    {label:38s} median {median_ms:7.1f} ms  x{median_ms / baseline_ms:.2f} of report(24 h)"
+                f"   ({len(rows)} rows)"
             )
     t0 = time.perf_counter()
     store.query(f"SELECT feature, stage, quantile(0.95)(duration_ms) FROM {spans} GROUP BY feature, stage")

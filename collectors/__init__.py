@@ -28,11 +28,14 @@ from ragmon.collectors.errors import (
 )
 from ragmon.collectors.export_handler import ExportHandler, ExportOutcome
 from ragmon.collectors.exposition import MetricsSource, metrics_registry, render_metrics
+from ragmon.collectors.feedback_endpoint import FEEDBACK_PATH, FeedbackEndpoint, FeedbackWriter
+from ragmon.collectors.feedback_keys import FeedbackKeys
 from ragmon.collectors.grpc_receiver import GrpcReceiver
 from ragmon.collectors.http_receiver import HttpReceiver
 from ragmon.collectors.validate import REJECT_REASONS, Validation, validate
 
 __all__ = [
+    "FEEDBACK_PATH",
     "REJECT_REASONS",
     "ApiKeyAuth",
     "Backpressure",
@@ -43,6 +46,9 @@ __all__ = [
     "DecodeError",
     "ExportHandler",
     "ExportOutcome",
+    "FeedbackEndpoint",
+    "FeedbackKeys",
+    "FeedbackWriter",
     "GrpcReceiver",
     "HttpReceiver",
     "JsonDecodeError",

@@ -24,6 +24,8 @@ _HELP: dict[str, str] = {
     "ragmon_receiver_values_truncated_total": "Attribute or content values cut to the size limit.",
     "ragmon_receiver_tenant_attributes_dropped_total": "ragmon.tenant attributes found on spans and dropped.",
     "ragmon_receiver_bytes_total": "Request body bytes as received (before decompression), by transport.",
+    "ragmon_feedback_requests_total": "Feedback requests (POST /v1/feedback), by outcome (stored or why refused).",
+    "ragmon_feedback_items_total": "Feedback items stored, by the kind of key that wrote them (api, feedback_key).",
 }
 
 Labels = tuple[tuple[str, str], ...]

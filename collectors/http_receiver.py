@@ -1,4 +1,5 @@
-"""OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate), ``GET /health``, ``GET /metrics``.
+"""OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf or JSON, gzip/deflate), ``GET /health``, ``GET /metrics``, and
+``POST /v1/feedback`` when the agent gives it a `FeedbackEndpoint` (end users' feedback: `feedback_endpoint.py`).
 
 The HTTP/1.1 server is `http_server.py` (h11 on asyncio, shared with the agent's API port): framing, keep-alive,
 pipelining, ``Expect: 100-continue``, body limits while the client sends, read deadlines, lingering close and the
@@ -30,6 +31,7 @@ from ragmon.collectors.decode import SUPPORTED_ENCODINGS
 from ragmon.collectors.errors import Backpressure, ConsumerUnavailable, DecodeError, PayloadTooLargeError
 from ragmon.collectors.export_handler import BodyEncoding, ExportHandler
 from ragmon.collectors.exposition import MetricsSource, render_metrics
+from ragmon.collectors.feedback_endpoint import FEEDBACK_PATH, FeedbackEndpoint
 from ragmon.collectors.http_server import Handle, HttpServer, Reply, RequestHead, text_reply
 from ragmon.collectors.memory_guard import MemoryGuard
 from ragmon.collectors.responses import JSON, PROTOBUF, export_response, status_response
@@ -65,8 +67,10 @@ class HttpReceiver:
         read_timeout_s: float = 30.0,
         extra_metrics: Iterable[MetricsSource] = (),
         memory_guard: MemoryGuard | None = None,
+        feedback: FeedbackEndpoint | None = None,
     ) -> None:
         self.host = host
+        self.feedback = feedback  # POST /v1/feedback (`feedback_endpoint.py`), when the agent stores feedback
         self.memory_guard = memory_guard
         self.auth = auth or ApiKeyAuth()
         self.counters = counters if counters is not None else CollectorCounters()
@@ -116,6 +120,8 @@ class HttpReceiver:
 
     # --- the OTLP policy (`http_server.HttpApp`) ------------------------------------------------------------
     def route(self, head: RequestHead) -> Reply | Handle:
+        if head.path == FEEDBACK_PATH and self.feedback is not None:
+            return self.feedback.route(head)
         if head.path != TRACES_PATH:
             if head.method in ("GET", "HEAD") and head.path in ("/health", "/metrics"):
                 if head.path == "/health":

@@ -141,6 +141,9 @@ class Lease:
     # The `ragmon eval run` the trace belongs to ('' = production). Not queued: the worker takes it from the trace's
     # payload, so a trace whose payload is missing scores as production (its rows are `skipped`, without a value).
     eval_run: str = ""
+    # The app's release the trace ran (`service.version`, '' when not sent): taken from the payload like eval_run,
+    # so scores compare by release (`ragmon report`'s releases).
+    release: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -4,7 +4,8 @@ Rows carry keys the scores table has only from schema v3 on (see `EXTRA_SCORE_KE
 inside `claims` (stored as the parallel `claim_flags` / `claim_support` columns), the metric's `flags` (refusal,
 noncommittal, unparseable_verdicts), the number of judge calls, and the trace's sampling reason and inclusion
 probability (its weight is 1 / inclusion_probability), and from v9 the trace's eval run (`eval_run`, '' for
-production traffic: an eval run's scores stay apart from production's). A store that lacks them drops them at its
+production traffic: an eval run's scores stay apart from production's), and from v10 its release (`release`, the
+app's `service.version`, so judged quality compares by release). A store that lacks them drops them at its
 adapter (ragmon/pipeline/judge_store.py), counted, instead of failing the insert.
 
 Rows are plain JSON values (times as integer unix nanoseconds), because they wait in the queue file before they
@@ -21,8 +22,16 @@ from ragmon.judges.queue import Lease
 from ragmon.judges.types import MetricResult, Status
 
 # Keys beyond the v1 scores table (and claim fields beyond its (claim, verdict, reason) tuple): schema v3 added them,
-# v4 the context source, v9 the eval run.
-EXTRA_SCORE_KEYS = ("flags", "judge_calls", "sampling_reason", "inclusion_probability", "context_source", "eval_run")
+# v4 the context source, v9 the eval run, v10 the release.
+EXTRA_SCORE_KEYS = (
+    "flags",
+    "judge_calls",
+    "sampling_reason",
+    "inclusion_probability",
+    "context_source",
+    "eval_run",
+    "release",
+)
 EXTRA_CLAIM_KEYS = ("flag", "support")
 
 
@@ -42,6 +51,7 @@ def score_row(
         "trace_id": lease.trace_id,
         "feature": feature,
         "eval_run": lease.eval_run,
+        "release": lease.release,
         "metric": result.metric,
         "judge_version": judge_version,
         # A value only with status ok: a failure is never a number (GUIDE §3).

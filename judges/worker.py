@@ -500,15 +500,22 @@ class JudgeWorker:
 
 
 def _with_payload_fields(lease: Lease, sample: RagSample) -> Lease:
-    """Feature, sampling and eval-run fields the queue item lacks, taken from a payload that has them (a stored
-    payload carries its feature, eval run, sampling reason and inclusion probability; a bare RagSample does not)."""
+    """Feature, sampling, eval-run and release fields the queue item lacks, taken from a payload that has them (a
+    stored payload carries its feature, eval run, release, sampling reason and inclusion probability; a bare
+    RagSample does not)."""
     feature = lease.feature or str(getattr(sample, "feature", "") or "")
     eval_run = lease.eval_run or str(getattr(sample, "eval_run", "") or "")
+    release = lease.release or str(getattr(sample, "release", "") or "")
     reason = lease.sampling_reason or str(getattr(sample, "sampling_reason", "") or "")
     probability = lease.inclusion_probability
     if probability is None:
         stored = getattr(sample, "inclusion_probability", None)
         probability = float(stored) if stored is not None else None
     return dataclasses.replace(
-        lease, feature=feature, eval_run=eval_run, sampling_reason=reason, inclusion_probability=probability
+        lease,
+        feature=feature,
+        eval_run=eval_run,
+        release=release,
+        sampling_reason=reason,
+        inclusion_probability=probability,
     )

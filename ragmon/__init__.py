@@ -9,6 +9,7 @@
             s.record(documents=[("doc-1", 0.82), ("doc-7", 0.61)], query_vector=query_vector)
         with ragmon.generate("gpt-4o-mini", provider="openai") as g:
             g.record(input_tokens=900, output_tokens=120, answer=text, finish_reason="stop")
+    ragmon.feedback(trace_id=req.trace_id, thumbs="down", user="u1")   # the user's verdict, later (ragmon.feedback)
 
 Stage calls also work as async context managers and as decorators (`ragmon.current()` gives the handle inside).
 """
@@ -16,6 +17,7 @@ Stage calls also work as async context managers and as decorators (`ragmon.curre
 from __future__ import annotations
 
 from ragmon._configure import configure, force_flush, shutdown, stats
+from ragmon._feedback import feedback
 from ragmon._spans import (
     Document,
     EmbedSpan,
@@ -52,6 +54,7 @@ __all__ = [
     "configure",
     "current",
     "embed",
+    "feedback",
     "force_flush",
     "generate",
     "request",

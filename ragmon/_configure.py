@@ -20,7 +20,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from ragmon import _state
+from ragmon import _feedback, _state
+from ragmon import attributes as attr
 from ragmon._export import OtlpHttpTransport, QueueSpanProcessor, SpanExporterTransport, Transport
 from ragmon.diagnostics import logger
 from ragmon.pricing import PriceFileError, PriceTable, default_price_table, load_price_table
@@ -62,6 +63,8 @@ _price_problem: str | None = None
 def configure(
     *,
     service_name: str | None = None,
+    release: str | None = None,
+    environment: str | None = None,
     endpoint: str | None = None,
     api_key: str | None = None,
     capture_content: bool | None = None,
@@ -76,11 +79,16 @@ def configure(
 
     Invalid settings raise here, at start-up (fail fast); nothing after this raises into the app.
     `span_exporter` sends ragmon's spans to any OpenTelemetry exporter instead of ragmon's OTLP/HTTP client.
+    `release` and `environment` (e.g. "2.3.1", "prod") become the resource's `service.version` and
+    `deployment.environment.name`, by which ragmon breaks its reports down; a provider ragmon joins keeps its own
+    resource, so there they ride on ragmon's request spans instead (the agent reads a span's own first).
     """
     global _active, _price_problem
     resolved = _resolve_settings(
         settings,
         service_name=service_name,
+        release=release,
+        environment=environment,
         endpoint=endpoint,
         api_key=api_key,
         capture_content=capture_content,
@@ -115,13 +123,28 @@ def configure(
             redact=redact,
             max_attribute_chars=resolved.sdk.max_attribute_chars,
             index_vector_sample=resolved.sdk.index_vector_sample,
+            request_attributes=_release_not_on(provider, resolved),
         )
     if old is not None:
         old.shutdown()
+    _configure_feedback(resolved)
+
+
+def _configure_feedback(settings: Settings) -> None:
+    """`ragmon.feedback` posts to the agent the spans go to, with the same key and retry policy (export on)."""
+    if not settings.export.enabled:
+        _feedback.configure(None, {}, 1.0, RetryPolicy())
+        return
+    headers = {k: v.get_secret_value() for k, v in settings.export.headers.items()}
+    if settings.export.api_key is not None:
+        headers["Authorization"] = f"Bearer {settings.export.api_key.get_secret_value()}"
+    policy = RetryPolicy(max_attempts=settings.export.max_attempts, deadline_s=settings.export.retry_deadline_s)
+    _feedback.configure(settings.export.endpoint, headers, settings.export.timeout_s, policy)
 
 
 def _resolve_settings(settings: Settings | Mapping[str, Any] | None, **arguments: Any) -> Settings:
-    sdk = {k: arguments[k] for k in ("service_name", "capture_content", "price_file") if arguments[k] is not None}
+    sdk_keys = ("service_name", "release", "environment", "capture_content", "price_file")
+    sdk = {k: arguments[k] for k in sdk_keys if arguments[k] is not None}
     export = {k: arguments[k] for k in ("endpoint", "api_key") if arguments[k] is not None}
     if arguments["export"] is not None:
         export["enabled"] = arguments["export"]
@@ -152,10 +175,26 @@ def _provider(explicit: trace_api.TracerProvider | None, settings: Settings) -> 
         return installed  # join: someone (maybe an earlier configure) set one up
     if not isinstance(installed, trace_api.ProxyTracerProvider):
         return installed  # another implementation; join it, spans flow through its pipeline
-    resource = Resource.create({**settings.sdk.resource_attributes, "service.name": settings.sdk.service_name})
+    resource = Resource.create(
+        {**settings.sdk.resource_attributes, "service.name": settings.sdk.service_name, **_release_attributes(settings)}
+    )
     provider = TracerProvider(resource=resource)
     trace_api.set_tracer_provider(provider)
     return provider
+
+
+def _release_attributes(settings: Settings) -> dict[str, str]:
+    """The resource keys of the configured release and environment (none for what was not configured)."""
+    keys = ((attr.SERVICE_VERSION, settings.sdk.release), (attr.DEPLOYMENT_ENVIRONMENT_NAME, settings.sdk.environment))
+    return {key: value for key, value in keys if value}
+
+
+def _release_not_on(provider: trace_api.TracerProvider, settings: Settings) -> dict[str, str]:
+    """What of the configured release and environment the provider's resource does not say: a provider ragmon joined
+    has a resource of its own, which ragmon cannot change, so those keys go on ragmon's request spans instead."""
+    resource = getattr(provider, "resource", None)
+    said = dict(resource.attributes) if isinstance(resource, Resource) else {}
+    return {key: value for key, value in _release_attributes(settings).items() if said.get(key) != value}
 
 
 def _switch_for(provider: TracerProvider) -> _SwitchableProcessor:
@@ -187,7 +226,8 @@ def _transport(settings: Settings, span_exporter: SpanExporter | None) -> Transp
 def force_flush(timeout_s: float = 5.0) -> bool:
     """Export everything ended so far; False if that did not finish within the timeout."""
     processor = _active
-    return True if processor is None else processor.force_flush(int(timeout_s * 1000))
+    spans = True if processor is None else processor.force_flush(int(timeout_s * 1000))
+    return _feedback.flush(timeout_s) and spans
 
 
 def shutdown(timeout_s: float = 5.0) -> None:
@@ -201,6 +241,7 @@ def shutdown(timeout_s: float = 5.0) -> None:
                 switch.delegate = None
     if processor is not None:
         processor.shutdown(timeout_s)
+    _feedback.shutdown(timeout_s)
 
 
 def stats() -> dict[str, Any]:
@@ -217,6 +258,7 @@ def stats() -> dict[str, Any]:
         "dropped_total": 0,
         "problems": dict(state.problems) if state is not None else {},
         "price_file_error": _price_problem,
+        "feedback": _feedback.stats(),  # ragmon.feedback: queued, sent, dropped by reason
     }
     if processor is not None:
         s = processor.stats

@@ -399,9 +399,17 @@ class RequestSpan(StageSpan):
     stage = "request"
 
     def __init__(
-        self, feature: str, *, user: str | None = None, session: str | None = None, question: str | None = None
+        self,
+        feature: str,
+        *,
+        user: str | None = None,
+        session: str | None = None,
+        question: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         attributes: dict[str, Any] = {attr.RAGMON_STAGE: "request", attr.RAGMON_FEATURE: feature}
+        if request_id is not None:  # the app's own id of this request: `ragmon.feedback(request_id=...)` names it
+            attributes[attr.RAGMON_REQUEST_ID] = str(request_id)
         if user is not None:
             attributes[attr.RAGMON_USER] = str(user)
         if session is not None:
@@ -416,6 +424,9 @@ class RequestSpan(StageSpan):
         self._inherited_token = None
 
     def _on_enter(self, attributes: dict[str, Any]) -> None:
+        state = _state.current
+        if state is not None and state.request_attributes:
+            self._pending().update(state.request_attributes)
         inherited = {k: v for k, v in attributes.items() if k in _INHERITED_KEYS}
         self._inherited_token = _REQUEST_ATTRIBUTES.set(inherited)
         _EMBEDDED_VECTOR.set(None)

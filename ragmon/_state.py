@@ -21,6 +21,9 @@ class State:
     redact: Redactor | None
     max_attribute_chars: int
     index_vector_sample: int
+    # Set on each request (root) span: the configured release and environment where the provider's resource lacks
+    # them (a provider ragmon joined); empty when the resource says them, as it does on ragmon's own provider.
+    request_attributes: dict[str, str] = field(default_factory=dict)
     problems: dict[str, int] = field(default_factory=dict)  # instrumentation_errors, redaction_errors, ...
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -80,6 +80,8 @@ RAGMON_STAGE: Final = "ragmon.stage"  # embed | search | rerank | generate | too
 RAGMON_FEATURE: Final = "ragmon.feature"
 RAGMON_USER: Final = "ragmon.user"
 RAGMON_SESSION: Final = "ragmon.session"
+# The app's own id of a request, on its request span: end-user feedback may name the request by it (ragmon.feedback).
+RAGMON_REQUEST_ID: Final = "ragmon.request_id"
 RAGMON_QUESTION: Final = "ragmon.question"  # content: only with capture on
 RAGMON_ANSWER: Final = "ragmon.answer"  # content: only with capture on
 RAGMON_COST_USD: Final = "ragmon.cost_usd"

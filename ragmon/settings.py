@@ -55,6 +55,10 @@ class SdkSettings(_Section):
 
     service_name: str = "unknown_service"  # the resource's `service.name`
     resource_attributes: dict[str, str] = Field(default_factory=dict)  # e.g. `service.version`, the release
+    # The app's release and where it runs: the resource's `service.version` and `deployment.environment.name`
+    # (beat the same keys of `resource_attributes`); ragmon reports, compares and alerts by them. '' = not sent.
+    release: str = ""
+    environment: str = ""
     capture_content: bool = False  # question, passages, answer, tool arguments: opt-in
     price_file: Path | None = None  # JSON overriding/extending the shipped price table
     index_vector_sample: int = Field(default=8, ge=0)  # indexed vectors checked for norm per search span
@@ -167,6 +171,15 @@ class AgentSettings(_Section):
     # then fails as retryable (503). Four: each read is parallel inside the engine too, on 2 cores.
     read_connections: int = Field(default=4, ge=1, le=64)
     read_wait_s: float = Field(default=5.0, gt=0)  # see read_connections
+    # End users' feedback (`POST /v1/feedback` on the OTLP/HTTP port; docs/feedback.md). tenant -> write-only keys a
+    # browser or mobile client may hold: they write that tenant's feedback and nothing else (no spans, no reads).
+    feedback_keys: dict[str, list[SecretStr]] = Field(default_factory=dict)
+    # Origins (scheme://host[:port]) whose pages may send feedback (CORS); none: only clients that send no Origin.
+    feedback_origins: list[str] = Field(default_factory=list)
+    feedback_rate_per_s: float = Field(default=10.0, gt=0)  # per key, on average; past it 429 with Retry-After
+    feedback_burst: int = Field(default=20, ge=1)  # per key: requests allowed at once before the rate applies
+    feedback_max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)  # larger: 413
+    feedback_max_items: int = Field(default=100, ge=1, le=10_000)  # items per request; more: 413
 
     @model_validator(mode="after")
     def _tenant_budgets(self) -> AgentSettings:
@@ -194,6 +207,32 @@ class AgentSettings(_Section):
                     raise ValueError(f"{where} is the same key as {seen[key.get_secret_value()]}: give it its own")
                 seen[key.get_secret_value()] = where
         return self
+
+    @model_validator(mode="after")
+    def _distinct_feedback_keys(self) -> AgentSettings:
+        """A feedback key must be nobody else's: it sits in web pages, and were it also an API or reviewer key, a
+        page's visitor could send spans, read or label with it."""
+        seen: dict[str, str] = {key.get_secret_value(): f"api_keys[{t!r}]" for t, key in self.api_keys.items()}
+        for tenant, reviewers in self.reviewer_keys.items():
+            seen.update({key.get_secret_value(): f"reviewer_keys[{tenant!r}]" for key in reviewers.values()})
+        for tenant, keys in self.feedback_keys.items():
+            for n, key in enumerate(keys):
+                where = f"feedback_keys[{tenant!r}][{n}]"
+                if not key.get_secret_value():
+                    raise ValueError(f"{where}: a feedback key must not be empty")
+                if key.get_secret_value() in seen:
+                    raise ValueError(f"{where} is the same key as {seen[key.get_secret_value()]}: give it its own")
+                seen[key.get_secret_value()] = where
+        return self
+
+    @field_validator("feedback_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            scheme, sep, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest.rstrip("/") or "*" in rest:
+                raise ValueError(f"a feedback origin is scheme://host[:port], no path or wildcard; got {origin!r}")
+        return [origin.rstrip("/") for origin in origins]
 
     @field_validator("memory_limit", mode="before")
     @classmethod

@@ -49,7 +49,7 @@ def kept_traces_page(
     else:
         where.append("eval_run != ''" if evaluation else "eval_run = ''")
     sql = (
-        "SELECT tenant, trace_id, feature, eval_run, question, answer,"
+        "SELECT tenant, trace_id, feature, eval_run, release, question, answer,"
         " arrayMap(p -> tupleElement(p, 'text'), passages) AS passage_texts,"
         " sampling_reason, inclusion_probability"
         f" FROM {_table(database, 'payloads')} FINAL WHERE {' AND '.join(where)}"

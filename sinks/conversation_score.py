@@ -33,8 +33,12 @@ def _value(turn: Mapping[str, Any], metric: str) -> float | None:
 
 
 def turn_failed(turn: Mapping[str, Any]) -> bool:
-    """An error, a refusal or noncommittal answer, or a low faithfulness or answer relevance."""
+    """An error, a refusal or noncommittal answer, a low faithfulness or answer relevance, or users' verdicts on it
+    mostly negative (thumbs down, a rating of 1–2: the users said so, whatever the judge thought)."""
     if int(turn.get("errors") or 0) > 0:
+        return True
+    feedback = turn.get("feedback") or {}
+    if feedback.get("verdicts") and int(feedback["negative"]) * 2 >= int(feedback["verdicts"]):
         return True
     scores = (turn.get("scores") or {}).values()
     if any(_FAILED_FLAGS & set(score.get("flags") or ()) for score in scores):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragmon.sinks.feedback_sql import negative_share_scopes_sql, negative_share_series_sql
 from ragmon.sinks.schema import DURATION_LEVELS, DURATION_STATE, ROLLUP_COLUMNS, ROLLUP_TABLE, Ddl, Topology
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
@@ -88,6 +89,7 @@ class DriftSql:
         self._rollup = ddl.table(ROLLUP_TABLE)
         self._scores = ddl.table("scores")
         self._payloads = ddl.table("payloads")
+        self._ddl = ddl
 
     # -- scopes ----------------------------------------------------------------------------------------------
     def judged_scopes(self, metric: str, *, start_ns: int, end_ns: int) -> Query:
@@ -274,6 +276,25 @@ class DriftSql:
             " SETTINGS join_use_nulls = 1"
         )
         return sql, params
+
+    # -- end users' feedback (`feedback_sql.py`: joined to its trace at read time) ------------------------------
+    def negative_feedback_scopes(self, *, start_ns: int, end_ns: int) -> Query:
+        """(tenant, feature, '' AS stage) with thumbs or ratings on their traces received in the range."""
+        params: dict[str, Any] = {"start_ns": start_ns, "end_ns": end_ns}
+        return negative_share_scopes_sql(self._ddl, self.traffic, params), params
+
+    def negative_feedback_series(
+        self, *, tenant: str, feature: str, start_ns: int, end_ns: int, step_ns: int, examples: int
+    ) -> Query:
+        """Per window of arrival: the share of negative verdicts (value), the verdicts (count), examples."""
+        params: dict[str, Any] = {
+            "tenant": tenant,
+            "feature": feature,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "step_ns": step_ns,
+        }
+        return negative_share_series_sql(self._ddl, self.traffic, params, examples), params
 
     def _scope(self, params: dict[str, Any]) -> str:
         """The scope's condition and the traffic's (its parameters added to `params`)."""

@@ -20,6 +20,20 @@ class AlertingStore(Protocol):
 
     def insert_alerts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str: ...
 
+    # where an alert's change is (`ragmon.drift.where`): the documents a new release stopped retrieving
+    def document_shift(
+        self,
+        feature: str | None,
+        release_a: str,
+        release_b: str,
+        since_s: float,
+        *,
+        group_id: str | None = None,
+        limit: int = 10,
+        tenant: str | None = None,
+        now_s: float | None = None,
+    ) -> list[dict[str, Any]]: ...
+
 
 class AlertingMethods(StoreBase):
     """Drift alerting's methods of `Store`."""

@@ -22,11 +22,15 @@ from ragmon.sinks.conversation_sql import (
     turn_texts_sql,
     turns_sql,
 )
+from ragmon.sinks.feedback_sql import trace_feedback_sql
 from ragmon.sinks.store_base import StoreBase
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 MAX_TURNS = 500  # a conversation's turns shown at most (the oldest first)
 
+
+# Feedback given on a conversation's turns up to this long ago is shown (the feedback table keeps it 180 days).
+FEEDBACK_SINCE_S = 180 * 86400
 
 class ConversationStore(Protocol):
     """What the conversation reads depend on (`named_reads.py`)."""
@@ -63,8 +67,8 @@ class ConversationMethods(StoreBase):
         """The conversation of `session`, or of the trace `trace_id`: {session, turns, score}. Its turns are the
         session's traces that started in the last `since_s` seconds, oldest first, each with trace_id, start,
         latency_ms, status, feature, question and answer (when kept), kept, reasons, scores by metric (value, status,
-        flags) and `feedback` (None: the users' feedback joins here). A trace without a session is a conversation
-        of one turn; an unknown one has none."""
+        flags) and `feedback` (the users' thumbs, ratings and latest comment; None without any). A trace without a
+        session is a conversation of one turn; an unknown one has none."""
         if (session is None) == (trace_id is None):
             raise ValueError("name a session or a trace id, not both")
         now_s = time.time()
@@ -98,6 +102,7 @@ class ConversationMethods(StoreBase):
     def _turns(self, rows: Sequence[Mapping[str, Any]], tenant: str | None) -> list[dict[str, Any]]:
         ids = [str(row["trace_id"]) for row in rows]
         texts, scores = self._texts_and_scores(ids, tenant)
+        feedback = self._feedback(ids, tenant)
         turns = []
         for index, row in enumerate(rows):
             trace = str(row["trace_id"])
@@ -120,12 +125,31 @@ class ConversationMethods(StoreBase):
                     "answer": text["answer"] if text else "",
                     "reasons": list(text["sampling_reasons"]) if text else [],
                     "scores": scores.get(trace, {}),
-                    # The users' own verdict on this turn (thumbs, rating, comment): filled from the feedback
-                    # table where there is one; None until then.
-                    "feedback": None,
+                    # The users' own verdict on this turn (thumbs, rating, comment, `feedback_sql`); None without
+                    "feedback": feedback.get(trace),
                 }
             )
         return turns
+
+    def _feedback(self, trace_ids: Sequence[str], tenant: str | None) -> dict[str, dict[str, Any]]:
+        """Per turn with end users' feedback: its thumbs, ratings, named scores, negative verdicts, latest comment."""
+        if not trace_ids:
+            return {}
+        params = {"trace_ids": list(trace_ids), "since_s": FEEDBACK_SINCE_S}
+        out: dict[str, dict[str, Any]] = {}
+        for row in self._caller_rows(trace_feedback_sql(self._ddl), params, tenant=tenant, tenant_filter=True):
+            mean = row["mean_rating"]
+            out[str(row["trace_id"])] = {
+                "thumbs_up": int(row["thumbs_up"]),
+                "thumbs_down": int(row["thumbs_down"]),
+                "ratings": int(row["ratings"]),
+                "mean_rating": None if mean is None else float(mean),
+                "scores": int(row["scores"]),
+                "verdicts": int(row["verdicts"]),
+                "negative": int(row["negative"]),
+                "comment": str(row["comment"]),
+            }
+        return out
 
     def _texts_and_scores(
         self, trace_ids: Sequence[str], tenant: str | None

@@ -37,8 +37,8 @@ class JudgeMethods(StoreBase):
     """The judges' methods of `Store`."""
 
     def payloads_for_judging(self, tenant: str, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """trace_id → its payload's question, answer, passage_texts, feature, eval_run, sampling_reason and
-        inclusion_probability, for those of `trace_ids` (of `tenant`) that have one: one query for many traces.
+        """trace_id → its payload's question, answer, passage_texts, feature, eval_run, release, sampling_reason
+        and inclusion_probability, for those of `trace_ids` (of `tenant`) that have one: one query for many traces.
         With `earlier_turns`: the question and answer of the last `ragmon.conversation.EARLIER_TURNS` turns of its
         conversation before it, oldest first ([] without a session) — a second query for the whole batch."""
         if not trace_ids:

@@ -18,6 +18,7 @@ from ragmon.sinks.drift_sql import production_minutes as production_minutes_sql
 from ragmon.sinks.kept_share import kept_share_sql, summarise
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql
+from ragmon.sinks.releases import Where, assemble_releases, releases_sql
 from ragmon.sinks.schema import SAMPLING_TABLE
 from ragmon.sinks.store_base import StoreBase
 from ragmon.sinks.traffic import PRODUCTION, Traffic
@@ -35,6 +36,8 @@ class ReportStore(Protocol):
         tenant: str | None = None,
         now_s: float | None = None,
         traffic: Traffic = PRODUCTION,
+        release: str | None = None,
+        environment: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def quality(
@@ -45,6 +48,8 @@ class ReportStore(Protocol):
         tenant: str | None = None,
         now_s: float | None = None,
         traffic: Traffic = PRODUCTION,
+        release: str | None = None,
+        environment: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def kept_share(
@@ -57,11 +62,37 @@ class ReportStore(Protocol):
         traffic: Traffic = PRODUCTION,
     ) -> dict[str, Any]: ...
 
+    def releases(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+        release: str | None = None,
+        environment: str | None = None,
+    ) -> list[dict[str, Any]]: ...
+
     def recent_alerts(self, since_s: float, limit: int, *, tenant: str | None = None) -> list[dict[str, Any]]: ...
 
     def production_minutes(self, *, tenant: str | None = None) -> int: ...
 
     def labelled_scores(
+        self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    # end users' feedback (`for_feedback.py`): per feature, and each trace's verdict beside the judge's score
+    def feedback_summary(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        traffic: Traffic = PRODUCTION,
+    ) -> list[dict[str, Any]]: ...
+
+    def feedback_scores(
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
     ) -> list[dict[str, Any]]: ...
 
@@ -77,12 +108,15 @@ class ReportMethods(StoreBase):
         tenant: str | None = None,
         now_s: float | None = None,
         traffic: Traffic = PRODUCTION,
+        release: str | None = None,
+        environment: str | None = None,
     ) -> list[dict[str, Any]]:
         """Latency, errors, tokens and cost per (feature, stage), with a per-model breakdown, over the last
-        `since_s` seconds (whole minutes) of `traffic` (production unless asked) — read from the rollups only
-        (whole hours from `spans_1h`, the edges from `spans_1m`)."""
+        `since_s` seconds (whole minutes) of `traffic` (production unless asked), of one release and/or environment
+        when named — read from the rollups only (whole hours from `spans_1h`, the edges from `spans_1m`)."""
         end_s = int(time.time() if now_s is None else now_s)
-        sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant, traffic)
+        where = Where(release, environment)
+        sql, params = report_sql(self.topology, end_s - int(since_s), end_s, feature, tenant, traffic, where)
         # the tenant is a condition of the report's own SQL (`report_sql`): the rollups are read through no filter
         return assemble_report(self._caller_rows(sql, params, tenant=tenant))
 
@@ -94,14 +128,49 @@ class ReportMethods(StoreBase):
         tenant: str | None = None,
         now_s: float | None = None,
         traffic: Traffic = PRODUCTION,
+        release: str | None = None,
+        environment: str | None = None,
     ) -> list[dict[str, Any]]:
         """Judged quality per (feature, day, metric, judge version) over the last `since_s` seconds: over the kept
-        traces and weighted back to all traffic, with 95 % intervals (`ragmon.sinks.quality`)."""
+        traces and weighted back to all traffic, with 95 % intervals (`ragmon.sinks.quality`); of one release and/or
+        environment when named (`ragmon.sinks.releases.Where`)."""
+        return self._quality(since_s, feature, tenant, now_s, traffic, Where(release, environment), "day")
+
+    def _quality(
+        self,
+        since_s: float,
+        feature: str | None,
+        tenant: str | None,
+        now_s: float | None,
+        traffic: Traffic,
+        where: Where,
+        by: str,
+    ) -> list[dict[str, Any]]:
         end_s = int(time.time() if now_s is None else now_s)
-        sql, params = quality_sql(
-            end_s - int(since_s), end_s, feature, self._ddl.table("scores"), traffic, self._ddl.table("payloads")
-        )
-        return assemble_quality(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True))
+        scores, payloads = self._ddl.table("scores"), self._ddl.table("payloads")
+        sql, params = quality_sql(end_s - int(since_s), end_s, feature, scores, traffic, payloads, where, by)
+        return assemble_quality(self._caller_rows(sql, params, tenant=tenant, tenant_filter=True), by)
+
+    def releases(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        now_s: float | None = None,
+        traffic: Traffic = PRODUCTION,
+        release: str | None = None,
+        environment: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Each release seen over the last `since_s` seconds (whole minutes), per feature: first and last seen,
+        requests, error rate, request p95, cost per request from the rollups, and judged quality per metric
+        weighted back to all traffic (`ragmon.sinks.releases`)."""
+        end_s = int(time.time() if now_s is None else now_s)
+        where = Where(release, environment)
+        sql, params = releases_sql(self.topology, end_s - int(since_s), end_s, feature, tenant, traffic, where)
+        rows = self._caller_rows(sql, params, tenant=tenant)  # the tenant is a condition of its own SQL
+        quality = self._quality(since_s, feature, tenant, end_s, traffic, where, "release")
+        return assemble_releases(rows, quality)
 
     def kept_share(
         self,

@@ -26,6 +26,10 @@ class ReviewStore(Protocol):
 
     def insert_labels(self, rows: Iterable[Mapping[str, Any]]) -> str: ...
 
+    def feedback_disagreements(
+        self, metric: str, *, since_s: float, threshold: float, limit: int, tenant: str | None
+    ) -> list[dict[str, Any]]: ...
+
     def review_queue(
         self, metric: str, *, since_s: float, per_bin: int, bins: int, reviewer: str, tenant: str | None
     ) -> list[dict[str, Any]]: ...

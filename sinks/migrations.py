@@ -124,6 +124,13 @@ _MINUTE_ORDER_V1 = "minute, tenant, feature, stage, model"
 _MINUTE_ORDER_V7 = f"{_MINUTE_ORDER_V1}, eval_run"
 _SAMPLING_ORDER_V6 = "minute, tenant, feature, outcome, reason"
 _LABEL_ORDER = "tenant, metric, trace_id, reviewer"
+# v11's feedback tables, as v11 made them.
+_FEEDBACK = _columns(
+    "tenant LowCardinality(String), trace_id String, request_id String, name LowCardinality(String),"
+    " kind LowCardinality(String), value Float64, negative Bool, voter String, user String, comment String,"
+    " feedback_id String, source LowCardinality(String), given_at DateTime64(3), received_at DateTime64(3)"
+)
+_FEEDBACK_ORDER = "tenant, trace_id, request_id, name, voter"
 
 
 def _state(function: str, suffix: str) -> str:
@@ -481,8 +488,9 @@ def _keyed_release(ddl: Ddl, table: str, order: str) -> list[str | Step]:
 
 def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
     """Where: the release and environment (spans, payloads with the session, scores, the rollups' keys), each
-    retrieved document's paragraph or source (spans), and the question groups (`trace_questions`, one row per
-    trace; `question_groups`, one per group). Old rows read '': no release, no source, no session."""
+    retrieved document's paragraph or source (spans), an index on the session (spans), and the question groups
+    (`trace_questions`, one row per trace; `question_groups`, one per group). Old rows read '': no release, no
+    source, no session."""
     hour_view = ddl.table("spans_1h_mv")
     keep_apart = "m.eval_run AS eval_run, m.release AS release, m.environment AS environment"
     hour_select = (
@@ -512,6 +520,9 @@ def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
     )
     return [
         *_added_columns(ddl, "spans", (*_RELEASE_COLUMNS, ("retrieved_sources", "Array(String)")), _SPANS_V10),
+        # a conversation's turns are read by session; parts written before this read without the index
+        f"ALTER TABLE {ddl.local('spans')}{ddl.on_cluster}"
+        " ADD INDEX IF NOT EXISTS idx_session session TYPE bloom_filter(0.01) GRANULARITY 4",
         *_added_columns(ddl, "payloads", (*_RELEASE_COLUMNS, ("session", "String")), _PAYLOADS_V10),
         *_added_columns(ddl, "scores", _RELEASE_COLUMNS[:1], _SCORES_V10),
         *_keyed_release(ddl, "spans_1m", _MINUTE_ORDER_V10),
@@ -527,7 +538,34 @@ def _v10(ddl: Ddl, r: Retention) -> list[str | Step]:
     ]
 
 
-_DOCUMENTS_V11 = _columns(
+def _v11(ddl: Ddl, r: Retention) -> list[str]:
+    """End users' feedback: the log of every write, the latest value per (tenant, trace or request, name, voter),
+    and the view between them — one INSERT records a feedback and its audit row together (as v8's labels)."""
+    writes = ddl.create_table(
+        "feedback_writes",
+        _FEEDBACK,
+        engine=ddl.engine("MergeTree", "feedback_writes"),
+        partition_by="toYYYYMM(received_at)",
+        order_by=f"{_FEEDBACK_ORDER}, received_at",
+        ttl=ttl_clause("received_at", r.feedback_days),
+    )
+    latest = ddl.create_table(
+        "feedback",
+        _FEEDBACK,
+        engine=ddl.engine("ReplacingMergeTree", "feedback", "given_at"),
+        partition_by=None,
+        order_by=_FEEDBACK_ORDER,
+        ttl=ttl_clause("received_at", r.feedback_days),
+    )
+    names = ", ".join(quote_identifier(name) for name, _ in _FEEDBACK)
+    view = (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table('feedback_mv')}{ddl.on_cluster}"
+        f" TO {ddl.local('feedback')} AS\nSELECT {names} FROM {ddl.local('feedback_writes')}"
+    )
+    return [writes, *ddl.distributed("feedback_writes"), latest, *ddl.distributed("feedback"), view]
+
+
+_DOCUMENTS_V12 = _columns(
     "tenant LowCardinality(String), feature LowCardinality(String), stage LowCardinality(String),"
     " eval_run LowCardinality(String), release LowCardinality(String), doc String, minute DateTime,"
     " retrieved SimpleAggregateFunction(sum, UInt64), traces SimpleAggregateFunction(sum, UInt64),"
@@ -535,28 +573,28 @@ _DOCUMENTS_V11 = _columns(
     " ranks SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))),"
     " chunks AggregateFunction(uniqExact, String)"
 )
-_DOCUMENTS_ORDER_V11 = "tenant, feature, stage, eval_run, minute, release, doc"
+_DOCUMENTS_ORDER_V12 = "tenant, feature, stage, eval_run, minute, release, doc"
 
 
-def _v11(ddl: Ddl, r: Retention) -> list[str]:
+def _v12(ddl: Ddl, r: Retention) -> list[str]:
     """The document rollups: per minute (written by the agent beside the span rollup) and per hour (a view on the
-    minutes). New tables: a store upgraded to v11 has no documents rolled up before it, so the document views start
+    minutes). New tables: a store upgraded to v12 has no documents rolled up before it, so the document views start
     from the upgrade."""
     minutes = ddl.create_table(
         "documents_1m",
-        _DOCUMENTS_V11,
+        _DOCUMENTS_V12,
         engine=ddl.engine("AggregatingMergeTree", "documents_1m"),
         partition_by="toYYYYMMDD(minute)",
-        order_by=_DOCUMENTS_ORDER_V11,
+        order_by=_DOCUMENTS_ORDER_V12,
         ttl=ttl_clause("minute", r.spans_days),
         settings="ttl_only_drop_parts = 1, ",
     )
     hours = ddl.create_table(
         "documents_1h",
-        tuple(("hour", "DateTime") if name == "minute" else (name, t) for name, t in _DOCUMENTS_V11),
+        tuple(("hour", "DateTime") if name == "minute" else (name, t) for name, t in _DOCUMENTS_V12),
         engine=ddl.engine("AggregatingMergeTree", "documents_1h"),
         partition_by="toYYYYMM(hour)",
-        order_by=_DOCUMENTS_ORDER_V11.replace("minute", "hour"),
+        order_by=_DOCUMENTS_ORDER_V12.replace("minute", "hour"),
         ttl=ttl_clause("hour", r.rollups_days),
     )
     hour_select = (
@@ -597,6 +635,11 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         Migration(7, "eval_run: evaluation traffic apart from production (spans, payloads, rollups)", tuple(_v7(ddl))),
         Migration(8, "labels of kept traces by people, and the log of every label written", tuple(_v8(ddl, retention))),
         Migration(9, "scores: eval_run, the trace's evaluation run ('' = production)", tuple(_v9(ddl))),
-        Migration(10, "release and environment, documents' sources, question groups", tuple(_v10(ddl, retention))),
-        Migration(11, "document rollups per minute and per hour", tuple(_v11(ddl, retention))),
+        Migration(
+            10,
+            "release and environment, documents' sources, session index, question groups",
+            tuple(_v10(ddl, retention)),
+        ),
+        Migration(11, "end users' feedback, and the log of every feedback written", tuple(_v11(ddl, retention))),
+        Migration(12, "document rollups per minute and per hour", tuple(_v12(ddl, retention))),
     ]

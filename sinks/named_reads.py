@@ -214,7 +214,8 @@ class NamedRead:
 
 
 def _report(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
-    return store.report(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+    where = {"release": v["release"], "environment": v["environment"]}
+    return store.report(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"], **where)
 
 
 def _kept_share(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
@@ -222,7 +223,13 @@ def _kept_share(store: ReportStore, v: dict[str, Any], tenant: str | None) -> An
 
 
 def _quality(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
-    return store.quality(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+    where = {"release": v["release"], "environment": v["environment"]}
+    return store.quality(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"], **where)
+
+
+def _releases(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    where = {"release": v["release"], "environment": v["environment"]}
+    return store.releases(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"], **where)
 
 
 def _alerts(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
@@ -276,16 +283,29 @@ def _conversations(store: ReadStore, v: dict[str, Any], tenant: str | None) -> A
     return store.conversations(v["since_s"], v["limit"], tenant=tenant, traffic=v["traffic"])
 
 
+def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_summary(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
+
+
+def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+
+
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
+# One release and/or environment (`ragmon.sinks.releases`): the rollups, payloads and scores know them; the
+# sampler's counts do not, so the kept share takes neither.
+_RELEASED = (*_WINDOW, Name("release"), Name("environment"))
 _DAY = (Window("since_s", 86400.0), Name("feature"), TrafficChoice())
 
 READS: dict[str, NamedRead] = {
     read.name: read
     for read in (
         # `ragmon report`: per (feature, stage), from the rollups; what the sampler kept; judged quality
-        NamedRead("report", _WINDOW, _report),
+        NamedRead("report", _RELEASED, _report),
         NamedRead("kept_share", _WINDOW, _kept_share),
-        NamedRead("quality", _WINDOW, _quality),
+        NamedRead("quality", _RELEASED, _quality),
+        # each release seen in the window, per feature, side by side (`ragmon report`'s releases section)
+        NamedRead("releases", _RELEASED, _releases),
         # `ragmon alerts`: the alerts table's recent and open rows; how much history drift rules have had
         NamedRead("alerts", (Window("since_s", 86400.0), Count("limit", 500, 1, 100_000)), _alerts),
         NamedRead("production_minutes", (), _production_minutes),
@@ -311,6 +331,9 @@ READS: dict[str, NamedRead] = {
             (Window("since_s", 86400.0), Count("limit", 50, 1, 500), TrafficChoice()),
             _conversations,
         ),
+        # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
+        NamedRead("feedback", _WINDOW, _feedback),
+        NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
     )
 }
 

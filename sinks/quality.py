@@ -23,9 +23,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ragmon.sinks.releases import ANY, Where
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 Z_95 = 1.959963984540054
+# What a quality row is per, beside feature, metric and judge version: the day the trace was scored, or its release.
+_GROUPS = {"day": "toString(toDate(scored_at))", "release": "release"}
 
 
 def quality_sql(
@@ -35,10 +38,15 @@ def quality_sql(
     table: str = "scores",
     traffic: Traffic = PRODUCTION,
     payloads_table: str = "payloads",
+    release_where: Where = ANY,
+    by: str = "day",
 ) -> tuple[str, dict[str, Any]]:
     """One row of sums per (feature, day, metric, judge version) over scores in [start_s, end_s) of `traffic`
     (production unless asked; by the score's own eval run, and for rows scored before schema v9 through their
-    trace's payload: `ragmon.sinks.traffic`)."""
+    trace's payload: `ragmon.sinks.traffic`) and of `release_where`'s release and environment (`ragmon.sinks.releases`).
+    `by="release"` groups by the score's release instead of its day (the releases read)."""
+    if by not in _GROUPS:
+        raise ValueError(f"quality is grouped by one of {', '.join(_GROUPS)}, not {by!r}")
     ok = "status = 'ok' AND value IS NOT NULL"
     weighted = f"{ok} AND ifNull(inclusion_probability, 0) > 0"
     p = "assumeNotNull(inclusion_probability)"
@@ -48,12 +56,13 @@ def quality_sql(
         "scored_at >= toDateTime64({start_s:Int64}, 3)",
         "scored_at < toDateTime64({end_s:Int64}, 3)",
         traffic.scores_condition(params, payloads_table),
+        release_where.scores_condition(params, payloads_table),
     ]
     if feature is not None:
         where.append("feature = {feature:String}")
         params["feature"] = feature
     sql = (
-        "SELECT feature, toString(toDate(scored_at)) AS day, metric, judge_version,\n"
+        f"SELECT feature, {_GROUPS[by]} AS {by}, metric, judge_version,\n"
         "    count() AS judged, countIf(status = 'ok') AS ok,\n"
         "    countIf(has(flags, 'refusal')) AS refusals,\n"
         "    countIf(has(flags, 'unparseable_verdicts')) AS unparseable,\n"
@@ -68,8 +77,8 @@ def quality_sql(
         f"    sumIf(pow(assumeNotNull(value), 2) / pow({p}, 2), {weighted}) AS sum_w2y2\n"
         f"FROM {table} FINAL\n"
         f"WHERE {' AND '.join(where)}\n"
-        "GROUP BY feature, day, metric, judge_version\n"
-        "ORDER BY feature, day, metric, judge_version"
+        f"GROUP BY feature, {by}, metric, judge_version\n"
+        f"ORDER BY feature, {by}, metric, judge_version"
     )
     return sql, params
 
@@ -106,8 +115,9 @@ def weighted_estimate(
     return {"mean": mean, "ci_low": low, "ci_high": high, "traffic": sum_w}
 
 
-def assemble_quality(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The SQL's sums → one row per group with `kept` and `weighted` estimates (a stable shape for --json)."""
+def assemble_quality(rows: list[dict[str, Any]], by: str = "day") -> list[dict[str, Any]]:
+    """The SQL's sums → one row per group with `kept` and `weighted` estimates (a stable shape for --json); `by`
+    as given to `quality_sql`."""
     out = []
     for row in rows:
         ok = int(row["ok"])
@@ -115,7 +125,7 @@ def assemble_quality(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             {
                 "feature": str(row["feature"]),
-                "day": str(row["day"]),
+                by: str(row[by]),
                 "metric": str(row["metric"]),
                 "judge_version": str(row["judge_version"]),
                 "judged": int(row["judged"]),

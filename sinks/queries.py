@@ -10,7 +10,7 @@ The tenant filter is a setting, not a query, and quotes its value (`tenant_filte
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragmon.sinks.backend import quote_string
 from ragmon.sinks.schema import (
@@ -24,6 +24,9 @@ from ragmon.sinks.schema import (
     Topology,
 )
 from ragmon.sinks.traffic import PRODUCTION, Traffic
+
+if TYPE_CHECKING:
+    from ragmon.sinks.releases import Where  # releases.py reads this module's `full_hours`
 
 _MERGE_DURATION = DURATION_STATE.replace("(", "Merge(", 1)
 _MERGE_TTFT = TTFT_STATE.replace("(", "Merge(", 1)
@@ -47,12 +50,15 @@ def report_sql(
     feature: str | None,
     tenant: str | None,
     traffic: Traffic = PRODUCTION,
+    where: Where | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Per (feature, stage) and per (feature, stage, model) over whole minutes in [start_s, end_s], of `traffic`
-    (production unless asked: `ragmon.sinks.traffic`)."""
+    (production unless asked: `ragmon.sinks.traffic`) and of `where`'s release and environment (any when None)."""
     first_hour, end_hour = full_hours(int(start_s), int(end_s))
     params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s), "h0": first_hour, "h1": end_hour}
     filters = [traffic.condition(params)]
+    if where is not None and not where.is_any:
+        filters.append(where.condition(params))
     if tenant is not None:
         filters.append("tenant = {tenant:String}")
         params["tenant"] = tenant

@@ -253,7 +253,7 @@ def payloads_for_judging_sql(ddl: Ddl) -> str:
     """Params: tenant, trace_ids. The judge's inputs of those traces that have a payload row, one row per trace
     (the latest copy: payloads collapse on (tenant, trace_id), and FINAL reads them collapsed before merges do)."""
     return f"""
-SELECT trace_id, feature, eval_run, question, answer,
+SELECT trace_id, feature, eval_run, release, question, answer,
     -- without retrieved passages the judge's context is the answering call's prompt, less the question itself
     if(context_source = 'prompt', arrayMap(m -> m.2, {_prompt_context("messages", "question")}),
         arrayMap(p -> tupleElement(p, 'text'), passages)) AS passage_texts,

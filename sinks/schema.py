@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -103,6 +103,9 @@ class Retention:
     # Captured text per span (`span_content`) only has to outlive the sampler's decision window; counted from
     # arrival, not from the span's start time, so a late span is not dropped on arrival.
     content_hours: int = 24
+    # End users' feedback and the log of every feedback write (v11). Counted from arrival: feedback naming a trace
+    # that never arrives (or a request id no span carries) is kept, counted as unmatched, and expires with this.
+    feedback_days: int = 180
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +237,30 @@ QUESTION_GROUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("created_at", "DateTime64(3)"),
     ("updated_at", "DateTime64(3)"),
 )
+# v11: end users' own verdict on an answer (`POST /v1/feedback` on the receiver port, `ragmon.feedback` in the SDK).
+# Every write lands in `feedback_writes` (the audit: never replaced); a view copies it into `feedback`, where a later
+# value of the same (tenant, trace or request, name, voter) replaces the earlier one — a user switching thumbs down to
+# up counts once, as up (read with FINAL). Feedback is not joined to its trace when written: it may come before the
+# trace (or name a request id), so reads join it to `spans` (`feedback_sql.py`).
+FEEDBACK_WRITES_TABLE = "feedback_writes"
+FEEDBACK_TABLE = "feedback"
+FEEDBACK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tenant", "LowCardinality(String)"),
+    ("trace_id", "String"),  # the trace it names (32 lowercase hex); '' when it names the app's request id
+    ("request_id", "String"),  # the app's own id of the request (`ragmon.request_id` on the request span), or ''
+    ("name", "LowCardinality(String)"),  # thumbs | rating | a named score's name (e.g. helpful, copied)
+    ("kind", "LowCardinality(String)"),  # thumbs | rating | score
+    ("value", "Float64"),  # thumbs: 1 up, 0 down; rating: 1-5; score: the number sent
+    ("negative", "Bool"),  # thumbs down or a rating of 1-2 (a named score has no known bad side: false)
+    ("voter", "String"),  # whose verdict it is: the user, else (anonymous) the feedback's id — one value per voter
+    ("user", "String"),  # the end user, as the app names them ('' when not given)
+    ("comment", "String"),
+    ("feedback_id", "String"),  # the sender's id of this feedback, else a hash of its content
+    ("source", "LowCardinality(String)"),  # which key wrote it: api (a tenant's API key, the SDK) | feedback_key
+    ("given_at", "DateTime64(3)"),  # when the user gave it (the sender's clock, else arrival): the latest wins
+    ("received_at", "DateTime64(3)"),  # when the agent stored it; retention counts from here
+)
+FEEDBACK_ORDER = "tenant, trace_id, request_id, name, voter"
 
 CONTENT_TABLE = "span_content"
 
@@ -284,7 +311,7 @@ HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
 
-# v11: the document rollups the document views read (`documents_rollup_sql.py`): per minute, filled by the agent
+# v12: the document rollups the document views read (`documents_rollup_sql.py`): per minute, filled by the agent
 # beside the span rollup (one INSERT … SELECT per decided range, its own deduplication token), and per hour from the
 # minutes. A retrieval span's documents, one row per (feature, stage, document) and minute: what raw spans would
 # give after an ARRAY JOIN and a GROUP BY over every retrieval of the window, added up once per range instead.
@@ -498,6 +525,11 @@ def hour_rollup_select(ddl: Ddl) -> str:
     )
 
 
+def _feedback_select(ddl: Ddl) -> str:
+    names = ", ".join(quote_identifier(name) for name, _ in FEEDBACK_COLUMNS)
+    return f"SELECT {names} FROM {ddl.local(FEEDBACK_WRITES_TABLE)}"
+
+
 def document_hour_rollup_select(ddl: Ddl) -> str:
     """Document minutes → hours: the document hourly view's query."""
     return (
@@ -530,6 +562,8 @@ TABLES: tuple[Table, ...] = (
             "INDEX idx_trace_id trace_id TYPE bloom_filter(0.01) GRANULARITY 4",
             # The sampler reads `WHERE ingest_seq BETWEEN a AND b` on recent data: fresh parts hold narrow ranges.
             "INDEX idx_ingest_seq ingest_seq TYPE minmax GRANULARITY 1",
+            # v10: a conversation's turns are read by session (`conversation_sql.py`), outside the sort key
+            "INDEX idx_session session TYPE bloom_filter(0.01) GRANULARITY 4",
         ),
         settings=_DROP_WHOLE_PARTS,
     ),
@@ -655,6 +689,27 @@ TABLES: tuple[Table, ...] = (
         sharded_by="cityHash64(tenant, feature)",
     ),
     Table(
+        FEEDBACK_WRITES_TABLE,
+        FEEDBACK_COLUMNS,
+        engine="MergeTree",  # the audit: never replaced
+        order_by=f"{FEEDBACK_ORDER}, received_at",
+        partition_by="toYYYYMM(received_at)",
+        ttl=("received_at", "feedback_days"),
+        sharded_by="cityHash64(trace_id, request_id)",
+    ),
+    Table(
+        FEEDBACK_TABLE,
+        FEEDBACK_COLUMNS,
+        # A voter's later value replaces theirs (thumbs down, then up: up); other voters' stay beside it.
+        engine="ReplacingMergeTree",
+        version_column="given_at",
+        order_by=FEEDBACK_ORDER,
+        partition_by=None,  # a value changed across months must still meet the one it replaces
+        ttl=("received_at", "feedback_days"),
+        # beside its own audit rows; by request id too, since one named by request has no trace id yet
+        sharded_by="cityHash64(trace_id, request_id)",
+    ),
+    Table(
         DOCUMENT_ROLLUP_TABLE,
         DOCUMENT_ROLLUP_COLUMNS,
         engine="AggregatingMergeTree",
@@ -681,7 +736,9 @@ VIEWS: tuple[View, ...] = (
     View(f"{HOUR_ROLLUP_TABLE}_mv", HOUR_ROLLUP_TABLE, hour_rollup_select),
     # One INSERT into the audit log records a label and makes it the reviewer's latest.
     View(f"{LABELS_TABLE}_mv", LABELS_TABLE, _label_select),
-    # v11: the document hours follow from the document minutes the agent writes, as the span hours do.
+    # One INSERT into the feedback log records it and makes it the voter's latest.
+    View(f"{FEEDBACK_TABLE}_mv", FEEDBACK_TABLE, _feedback_select),
+    # v12: the document hours follow from the document minutes the agent writes, as the span hours do.
     View(f"{DOCUMENT_HOUR_ROLLUP_TABLE}_mv", DOCUMENT_HOUR_ROLLUP_TABLE, document_hour_rollup_select),
 )
 
@@ -723,6 +780,9 @@ TENANT_TABLES = (
     f"{LABELS_TABLE}_mv",
     TRACE_QUESTIONS_TABLE,
     QUESTION_GROUPS_TABLE,
+    FEEDBACK_WRITES_TABLE,
+    FEEDBACK_TABLE,
+    f"{FEEDBACK_TABLE}_mv",
     DOCUMENT_ROLLUP_TABLE,
     DOCUMENT_HOUR_ROLLUP_TABLE,
     f"{DOCUMENT_HOUR_ROLLUP_TABLE}_mv",

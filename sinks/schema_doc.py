@@ -150,6 +150,18 @@ def tables() -> list[TableDoc]:
             "SELECT feature, group_id, label, members FROM question_groups FINAL ORDER BY members DESC LIMIT 10",
         ),
         _table(
+            schema.FEEDBACK_TABLE,
+            "end users' feedback on answers, the latest per trace (or request id), name and voter ({kept}; read"
+            " with FINAL; joined to its trace when read)",
+            "SELECT name, negative, count() FROM feedback FINAL GROUP BY name, negative",
+        ),
+        _table(
+            schema.FEEDBACK_WRITES_TABLE,
+            "every feedback written, as written ({kept}; never replaced)",
+            "SELECT received_at, source, trace_id, request_id, name, value, user FROM feedback_writes"
+            " ORDER BY received_at DESC LIMIT 20",
+        ),
+        _table(
             schema.DOCUMENT_ROLLUP_TABLE,
             "per minute, feature, retrieval stage and document: how often and at which ranks it was retrieved"
             f" ({{kept}}; `{schema.DOCUMENT_HOUR_ROLLUP_TABLE}` is the same per hour, with `hour` for `minute`)",

@@ -8,6 +8,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_review.py     the review queue and `ragmon calibrate --from-store`: labels, and the scores beside them
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
     for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
+    for_feedback.py   end users' feedback: the receiver's writes, and the reads that use it
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
 `store_base.py` holds what they all ride on: the backend, callers' reads under their budgets (`query`, `reading`,
@@ -24,6 +25,7 @@ from ragmon.sinks.backend import Backend
 from ragmon.sinks.for_alerting import AlertingMethods
 from ragmon.sinks.for_conversations import ConversationMethods
 from ragmon.sinks.for_documents import DocumentMethods
+from ragmon.sinks.for_feedback import FeedbackMethods
 from ragmon.sinks.for_judge import JudgeMethods
 from ragmon.sinks.for_report import ReportMethods
 from ragmon.sinks.for_review import ReviewMethods
@@ -55,6 +57,7 @@ class Store(
     AlertingMethods,
     ConversationMethods,
     DocumentMethods,
+    FeedbackMethods,
     StoreBase,
 ):
     """ragmon's ClickHouse store over one backend (chDB embedded or a ClickHouse server): each base class is one

@@ -13,10 +13,11 @@ from ragmon.sinks.schema import QUESTION_GROUPS_TABLE, ROLLUP_TABLE, TRACE_QUEST
 
 def releases_sql(ddl: Ddl) -> str:
     """Params: tenant, feature, since (DateTime: how far back a release counts as already there), current_from
-    (DateTime). Per release of the feature's production traffic since `since`: the first minute it was seen and its
-    calls since `current_from`; '' (no release sent) included, so shares add up."""
+    (DateTime). Per release of the feature's production traffic since `since`: the first minute it was seen, its
+    calls, and its calls since `current_from`; '' (no release sent) included, so shares add up."""
     return f"""
-SELECT release, min(minute) AS first_seen, sumIf(spans, minute >= {{current_from:DateTime}}) AS current_calls
+SELECT release, min(minute) AS first_seen, sum(spans) AS calls,
+    sumIf(spans, minute >= {{current_from:DateTime}}) AS current_calls
 FROM {ddl.table(ROLLUP_TABLE)}
 WHERE tenant = {{tenant:String}} AND feature = {{feature:String}} AND eval_run = ''
     AND minute >= {{since:DateTime}}

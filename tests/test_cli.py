@@ -49,7 +49,21 @@ def test_schema_lists_the_tables_users_query() -> None:
     run = _ragmon("schema")
     assert run.returncode == 0, run.stderr
     tables = [line.split(":")[0] for line in run.stdout.splitlines() if line and not line.startswith(" ")]
-    assert tables == ["spans", "payloads", "scores", "alerts", "spans_1m", "sampling_1m", "labels", "label_writes"]
+    assert tables == [
+        "spans",
+        "payloads",
+        "scores",
+        "alerts",
+        "spans_1m",
+        "sampling_1m",
+        "labels",
+        "label_writes",
+        "trace_questions",
+        "question_groups",
+        "feedback",
+        "feedback_writes",
+        "documents_1m",
+    ]
     assert "  value " in run.stdout.split("scores:")[1].split("alerts:")[0]  # scores.value, not "score"
 
 

@@ -26,7 +26,14 @@ from ragmon.agent.api import ApiServer
 from ragmon.agent.memory_budget import describe, limit_warning, memory_budget
 from ragmon.agent.ownership import DataDirLock
 from ragmon.agent.ports import check_ports_free
-from ragmon.collectors import CollectorCounters, GrpcReceiver, HttpReceiver
+from ragmon.collectors import (
+    CollectorCounters,
+    ConsumerUnavailable,
+    FeedbackEndpoint,
+    FeedbackKeys,
+    GrpcReceiver,
+    HttpReceiver,
+)
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.exposition import metrics_registry, render_metrics
 from ragmon.collectors.memory_guard import MemoryGuard
@@ -39,6 +46,7 @@ from ragmon.pricing import load_price_table
 from ragmon.sampling import Sampler, SamplerConfig
 from ragmon.settings import Settings
 from ragmon.sinks import Store, open_store, otlp_views
+from ragmon.sinks.errors import StoreError
 from ragmon.sinks.named_reads import run_read
 from ragmon.sinks.read_budget import QueryBudgets
 from ragmon.sinks.redaction import Redaction
@@ -71,6 +79,7 @@ class Agent:
         self.auth = ApiKeyAuth(agent.api_keys)  # the receivers': a reviewer key sends no spans
         self.reviewers = ReviewerKeys(agent.reviewer_keys)
         self.read_keys = ReadKeys(self.auth, self.reviewers)  # the API's and the dashboard's: reviewers read too
+        self.feedback_keys = FeedbackKeys(agent.feedback_keys)  # write feedback, nothing else: no reads, no spans
         self._p95: dict[tuple[str, str], float] = {}
         self._p95_at_s = float("-inf")
         self.receivers: list[Any] = []
@@ -169,6 +178,7 @@ class Agent:
                 max_inflight_bytes=self.memory.inflight_bytes,
                 extra_metrics=[self.metrics],  # holds self.counters too: exposed once (collectors/exposition.py)
                 memory_guard=self.memory_guard,
+                feedback=self._feedback_endpoint(),
             ).start()
         )
         if agent.otlp_grpc:
@@ -185,6 +195,30 @@ class Agent:
                     memory_guard=self.memory_guard,
                 ).start()
             )
+
+    def _feedback_endpoint(self) -> FeedbackEndpoint:
+        """`POST /v1/feedback` beside `/v1/traces`: the tenant's API keys or its feedback keys, stored at once."""
+        agent = self.settings.agent
+        return FeedbackEndpoint(
+            self._write_feedback,
+            api_keys=self.auth,
+            feedback_keys=self.feedback_keys,
+            origins=agent.feedback_origins,
+            rate_per_s=agent.feedback_rate_per_s,
+            burst=agent.feedback_burst,
+            max_body_bytes=agent.feedback_max_body_bytes,
+            max_items=agent.feedback_max_items,
+            counters=self.counters,
+        )
+
+    def _write_feedback(self, rows: list[dict[str, Any]]) -> None:
+        """Store feedback before it is acknowledged; a store that cannot take it now is a 503 the sender retries."""
+        try:
+            self.store.insert_feedback(rows)
+        except StoreError as exc:
+            if not exc.retryable:
+                raise
+            raise ConsumerUnavailable(5.0, f"the store is unavailable ({exc})") from exc
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop receiving, store what was acknowledged (within the timeout), decide held traces, release."""

@@ -7,10 +7,11 @@ tenant's rows.
                                                   /health/ready 503 while it should not take traffic
     GET  /metrics                                 the agent's Prometheus metrics (the receiver's port has them too)
     GET  /api/read/<name>?…                       a named read of the store (`ragmon.sinks.named_reads`: report,
-                                                  kept_share, quality, alerts, production_minutes,
+                                                  kept_share, quality, releases, alerts, production_minutes,
                                                   labelled_scores), its parameters checked (400), an unknown name
                                                   404; e.g. /api/read/report?since_s=3600[&feature=F]
                                                   [&traffic=evaluation | &eval_run=NAME]
+                                                  [&release=R][&environment=E]
     GET  /api/report?…, /api/labels/scored?…      the reads `report` and `labelled_scores` by their older paths
     POST /api/query   {"sql": "SELECT …"[, "params": {…}][, "max_rows": N]}
                                                   rows as JSON objects; read-only, checked by the store, run under

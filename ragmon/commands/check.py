@@ -90,7 +90,11 @@ def describe(settings: Settings, agent: Agent) -> dict[str, Any]:
             "engine_bytes": memory.engine_bytes,
         },
         "judge": {"backend": settings.judge.backend, "in_agent": settings.judge.run_in_agent},
-        "keys": {"api_tenants": len(section.api_keys), "reviewers": sum(map(len, section.reviewer_keys.values()))},
+        "keys": {
+            "api_tenants": len(section.api_keys),
+            "reviewers": sum(map(len, section.reviewer_keys.values())),
+            "feedback_keys": sum(map(len, section.feedback_keys.values())),
+        },
     }
 
 

@@ -80,7 +80,7 @@ class CommandError(Exception):
 
 def read_rows(args: argparse.Namespace, what: str, **params: Any) -> Any:
     """What `what` answers from the store, or from the running agent that owns the data directory: a named read
-    (`ragmon.sinks.named_reads`: "report", "kept_share", "quality", "alerts", "production_minutes",
+    (`ragmon.sinks.named_reads`: "report", "kept_share", "quality", "releases", "alerts", "production_minutes",
     "labelled_scores") with its parameters, checked here first; or "query", the rows of a user's `sql` (with its bound
     `sql_params`, at most `max_rows`)."""
     from pydantic import ValidationError

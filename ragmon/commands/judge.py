@@ -106,11 +106,29 @@ def calibrate_from_store(args: argparse.Namespace) -> int:
         print(f"ragmon calibrate: {exc}", file=sys.stderr)
         return 2
     report = agreement_by_version(rows, args.threshold)
+    # Beside the reviewers' labels, end users' feedback: a noisier label (judges/feedback_agreement.py says how it
+    # is read). A store or agent without it costs only this part.
+    from ragmon.judges.feedback_agreement import feedback_agreement, format_feedback_agreement
+
+    try:
+        feedback_rows = read_rows(args, "feedback_scores", since_s=args.since, judge_version=args.judge_version)
+        feedback, feedback_error = feedback_agreement(feedback_rows, args.threshold), ""
+    except CommandError as exc:
+        feedback, feedback_error = None, str(exc)
     window = f"last {_duration_text(args.since)}"
     if args.json:
-        print(json.dumps({"since_s": args.since, "judge_version": args.judge_version, "versions": report}))
+        document = {"since_s": args.since, "judge_version": args.judge_version, "versions": report}
+        document["feedback_versions"] = feedback
+        if feedback_error:
+            document["unavailable"] = {"feedback_versions": feedback_error}
+        print(json.dumps(document))
     else:
         print(format_agreement(report, window))
+        print()
+        if feedback is None:
+            print(f"agreement with end users' feedback: unavailable ({feedback_error})")
+        else:
+            print(format_feedback_agreement(feedback, window))
     return 0
 
 

@@ -1,5 +1,6 @@
 """`ragmon report`: latency, errors, tokens and cost per feature and stage, what the tail sampler kept, judged
-quality, and the documents answers were built on, over one window of one traffic."""
+quality, each release seen side by side, end users' feedback and the documents answers were built on, over one
+window of one traffic (of one release or environment when asked: --release, --environment)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ragmon.commands.common import (
     read_rows,
     traffic_of,
 )
+from ragmon.commands.feedback_section import format_feedback, read_feedback
 
 REPORT_FIELDS = (
     "feature",
@@ -52,12 +54,14 @@ def format_sampler_counts(counts: Mapping[str, int], *, evaluation: bool = False
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=parse_duration_s, default=3600.0, help="window, e.g. 15m, 1h, 7d (default 1h)")
     parser.add_argument("--feature", help="only this feature")
+    parser.add_argument("--release", help="only this release of the app (its service.version)")
+    parser.add_argument("--environment", help="only this environment (deployment.environment.name)")
     add_traffic_arguments(parser)
     parser.add_argument(
         "--json",
         action="store_true",
-        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...], "documents": {...}}, the'
-        " sections of the text",
+        help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...], "releases": [...],'
+        ' "feedback": [...], "documents": {...}}, the sections of the text',
     )
     add_store_options(parser)
 
@@ -65,22 +69,34 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def report(args: argparse.Namespace) -> int:
     try:
         traffic = traffic_of(args)
-        rows = read_rows(args, "report", since_s=args.since, feature=args.feature, traffic=traffic)
+        rows = read_rows(args, "report", since_s=args.since, feature=args.feature, traffic=traffic, **_where(args))
     except CommandError as exc:
         print(f"ragmon report: {exc}", file=sys.stderr)
         return 2
     sampling, sampling_error = _kept_share(args, traffic)
-    quality, quality_error = _quality(args, traffic)
+    quality, quality_error = _section(args, "quality", traffic)
+    releases, releases_error = _section(args, "releases", traffic)
+    feedback, feedback_error = read_feedback(args, traffic)
     documents, documents_error = _documents(args, traffic)
     if args.json:
-        unavailable = {"sampling": sampling_error, "quality": quality_error, "documents": documents_error}
+        unavailable = {
+            "sampling": sampling_error,
+            "quality": quality_error,
+            "releases": releases_error,
+            "feedback": feedback_error,
+            "documents": documents_error,
+        }
         document = {
             "since_s": args.since,
             "feature": args.feature,
+            "release": args.release,
+            "environment": args.environment,
             "traffic": traffic.label(),
             "stages": rows,
             "sampling": sampling,
             "quality": quality,
+            "releases": releases,
+            "feedback": feedback,
             "documents": documents,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
@@ -90,29 +106,91 @@ def report(args: argparse.Namespace) -> int:
 
     # Say which traffic this is: evaluation runs are kept out of production figures, and how to see them.
     aside = "; evaluation runs: --eval or --eval-run NAME" if traffic.is_production else ""
-    print(f"traffic: {traffic.label()}{aside}")
+    print(f"traffic: {traffic.label()}{aside}{_where_label(args)}")
     print(format_report(rows))
     print(f"\ntail sampler: unavailable ({sampling_error})" if sampling is None else "\n" + format_kept_share(sampling))
     print(f"\njudged quality: unavailable ({quality_error})" if quality is None else "\n" + format_quality(quality))
+    print(f"\nreleases: unavailable ({releases_error})" if releases is None else "\n" + format_releases(releases))
+    print(
+        f"\nend-user feedback: unavailable ({feedback_error})" if feedback is None else "\n" + format_feedback(feedback)
+    )
     print(f"\ndocuments: unavailable ({documents_error})" if documents is None else "\n" + format_documents(documents))
     return 0
 
 
+def _where(args: argparse.Namespace) -> dict[str, Any]:
+    return {"release": args.release, "environment": args.environment}
+
+
+def _where_label(args: argparse.Namespace) -> str:
+    parts = [f"{name} {value}" for name, value in _where(args).items() if value]
+    return "; " + ", ".join(parts) if parts else ""
+
+
 def _kept_share(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
-    """What the tail sampler kept over the same window, by reason (read like the quality section)."""
+    """What the tail sampler kept over the same window, by reason (read like the quality section). Its counts are
+    not kept per release, so with --release or --environment it says so instead of showing every release's."""
+    if any(_where(args).values()):
+        return None, "the sampler's counts are not kept per release or environment"
     try:
         return read_rows(args, "kept_share", since_s=args.since, feature=args.feature, traffic=traffic), ""
     except CommandError as exc:
         return None, str(exc)
 
 
-def _quality(args: argparse.Namespace, traffic: Any) -> tuple[list[dict[str, Any]] | None, str]:
-    """Judged quality over the same window. A store or agent that cannot answer it (older schema, no scores table,
-    an older agent without the read) costs this section, never the report."""
+def _section(args: argparse.Namespace, read: str, traffic: Any) -> tuple[list[dict[str, Any]] | None, str]:
+    """Judged quality, or the releases, over the same window. A store or agent that cannot answer it (older schema,
+    no scores table, an older agent without the read) costs this section, never the report."""
     try:
-        return read_rows(args, "quality", since_s=args.since, feature=args.feature, traffic=traffic), ""
+        params = {"since_s": args.since, "feature": args.feature, "traffic": traffic, **_where(args)}
+        return read_rows(args, read, **params), ""
     except CommandError as exc:
         return None, str(exc)
+
+
+def format_releases(rows: list[dict[str, Any]]) -> str:
+    """Per feature, each release seen in the window, oldest first: when, how much traffic, how fast, how often it
+    failed, what a request cost, and its judged quality weighted back to all traffic (per metric, with the 95 %
+    interval and how many scores it rests on)."""
+    if not rows:
+        return "releases: no requests in this window"
+    headers = ("feature", "release", "env", "first seen", "last seen", "requests", "errors", "p95 ms", "$/request")
+    metrics = sorted({q["metric"] for row in rows for q in row["quality"]})
+    table = [(*headers, *(f"{metric}, weighted" for metric in metrics))]
+    for row in rows:
+        by_metric = {}  # of several judge versions of a metric, the one with the most scores
+        for q in sorted(row["quality"], key=lambda q: q["ok"]):
+            by_metric[q["metric"]] = q
+        table.append(
+            (
+                row["feature"],
+                row["release"] or "(none)",
+                ",".join(row["environments"]) or "-",
+                _minute(row["first_seen"]),
+                _minute(row["last_seen"]),
+                str(row["requests"]),
+                "-" if row["error_rate"] is None else f"{row['error_rate'] * 100:.1f}%",
+                _ms(row["p95_ms"]),
+                "-" if row["cost_per_request_usd"] is None else f"{row['cost_per_request_usd']:.6f}",
+                *(_judged(by_metric.get(metric)) for metric in metrics),
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    out = ["releases (production numbers per release; quality weighted back to all traffic, n = scores)"]
+    out += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    out.insert(2, "  ".join("-" * width for width in widths))
+    return "\n".join(out)
+
+
+def _judged(quality: dict[str, Any] | None) -> str:
+    if quality is None:
+        return "-"
+    weighted = quality["weighted"]
+    return f"{_estimate(weighted)} n={weighted['n']}" if weighted["mean"] is not None else "-"
+
+
+def _minute(iso: str | None) -> str:
+    return "-" if not iso else iso[:16].replace("T", " ")
 
 
 # How many documents the report lists: the most retrieved, and those in answers judged bad above their feature's rate.
@@ -121,7 +199,10 @@ REPORT_DOCUMENTS = 10
 
 def _documents(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
     """The most retrieved documents and the problem documents over the same window (read like the quality section:
-    a store or agent without the document reads costs this section only)."""
+    a store or agent without the document reads costs this section only). They are not kept apart per release
+    or environment yet, so with --release or --environment it says so instead of showing every release's."""
+    if any(_where(args).values()):
+        return None, "the document views are not read per release or environment yet"
     try:
         window = {"since_s": args.since, "feature": args.feature, "traffic": traffic, "limit": REPORT_DOCUMENTS}
         return {

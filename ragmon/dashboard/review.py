@@ -60,6 +60,12 @@ def _epoch_ms(value: Any) -> int | None:
     return int(value.timestamp() * 1000) if isinstance(value, datetime) else None
 
 
+# The review queue's filter of disagreements between end users and the judge: users said no (most of their thumbs
+# and ratings negative), the judge said yes (its score at or above DISAGREEMENT_THRESHOLD).
+DISAGREEMENTS = "thumbs_down_judged_good"
+DISAGREEMENT_THRESHOLD = 0.5
+
+
 class Review:
     GET_ENDPOINTS = frozenset({"whoami", "review", "labels", "agreement"})
     POST_PATH = "/api/dashboard/labels"
@@ -115,6 +121,11 @@ class Review:
             raise ReviewError(400, f"metric {metric!r} is not a judge metric; one of {', '.join(sorted(self.metrics))}")
         since_s = _number(params, "since_s", 7 * 86400, 60, MAX_WINDOW_S)
         per_bin = int(_number(params, "per_bin", 5, 1, MAX_PER_BIN))
+        chosen = params.get("filter", [""])[0]
+        if chosen not in ("", DISAGREEMENTS):
+            raise ReviewError(400, f"filter must be {DISAGREEMENTS} or absent, got {chosen!r}")
+        if chosen == DISAGREEMENTS:
+            return self._disagreements(metric, since_s, per_bin * BINS, tenant, reviewer)
         rows = self.store.review_queue(
             metric, since_s=since_s, per_bin=per_bin, bins=BINS, reviewer=reviewer, tenant=tenant
         )
@@ -141,6 +152,44 @@ class Review:
                 }
                 for row in rows
             ],
+        }
+
+    def _disagreements(
+        self, metric: str, since_s: float, limit: int, tenant: str | None, reviewer: str
+    ) -> dict[str, Any]:
+        """The queue filtered to "thumbs down, judged faithful": kept traces whose users' verdict is negative while
+        the judge passed them (score >= 0.5), newest first — where the judge or the app is wrong."""
+        rows = self.store.feedback_disagreements(
+            metric, since_s=since_s, threshold=DISAGREEMENT_THRESHOLD, limit=limit, tenant=tenant
+        )
+        items = [
+            {
+                "trace_id": row["trace_id"],
+                "feature": row["feature"],
+                "start_ms": _epoch_ms(row["start_time"]),
+                "question": row["question"],
+                "score": float(row["score"]),
+                "judge_version": row["version"],
+                "bin": min(int(float(row["score"]) * BINS), BINS - 1),
+                "feedback": {"verdicts": int(row["verdicts"]), "negative": int(row["negative"])},
+            }
+            for row in rows
+        ]
+        return {
+            "metric": metric,
+            "filter": DISAGREEMENTS,
+            "reviewer": reviewer or None,
+            "labelled_by_you": self.store.reviewer_label_count(metric, reviewer, tenant=tenant) if reviewer else 0,
+            "bins": [
+                {
+                    "low": b / BINS,
+                    "high": (b + 1) / BINS,
+                    "traces": sum(1 for item in items if item["bin"] == b) or None,
+                    "labelled": None,
+                }
+                for b in range(BINS)
+            ],
+            "items": items,
         }
 
     # -- the write -----------------------------------------------------------------------------------------

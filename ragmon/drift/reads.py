@@ -112,4 +112,23 @@ class JudgedMean:
         )
 
 
-SignalRead = RollupQuantile | RollupRatio | SpanMean | ShareWithinSla | JudgedMean
+@dataclass(frozen=True, slots=True)
+class NegativeFeedbackShare:
+    """End users' verdicts (thumbs and ratings; each voter's latest, `feedback FINAL`) on the scope's traces: the
+    share that is negative (thumbs down, a rating of 1-2) per window of arrival (`received_at`); count: the
+    verdicts. Feedback is joined to its trace when read (by trace id, or the request span's `ragmon.request_id`),
+    so feedback whose trace is not stored yet counts in no scope until it is. Examples: traces with negative
+    feedback. Scopes are (tenant, feature) with the stage "" (the request as a whole). No sample."""
+
+    @property
+    def sample_column(self) -> str | None:
+        return None
+
+    def describe(self) -> str:
+        return (
+            "the share of end users' thumbs and ratings that are negative (thumbs down, rating 1-2) per window of"
+            " arrival, each user's latest (count: the verdicts)"
+        )
+
+
+SignalRead = RollupQuantile | RollupRatio | SpanMean | ShareWithinSla | JudgedMean | NegativeFeedbackShare

@@ -38,7 +38,15 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from ragmon.drift.detectors.base import Direction, FloatArray
-from ragmon.drift.reads import JudgedMean, RollupQuantile, RollupRatio, ShareWithinSla, SignalRead, SpanMean
+from ragmon.drift.reads import (
+    JudgedMean,
+    NegativeFeedbackShare,
+    RollupQuantile,
+    RollupRatio,
+    ShareWithinSla,
+    SignalRead,
+    SpanMean,
+)
 
 SignalKind = Literal["series", "sample"]
 
@@ -173,6 +181,25 @@ SIGNALS: Mapping[str, SignalSpec] = {
                 "window_minutes": 15,
                 "warmup_windows": 8,
                 "detector": {"type": "cusum", "min_count": 5, "min_baseline_windows": 24},
+            },
+        ),
+        # Users' own verdict: a proportion, so asin(√share) for the standardising detectors; 15-minute windows and
+        # 10 verdicts before a window counts, since feedback is sparse (a few per cent of requests get any)
+        SignalSpec(
+            name="negative_feedback",
+            description="share of negative end-user feedback (thumbs down, rating 1-2)",
+            unit="ratio",
+            read=NegativeFeedbackShare(),
+            bad_direction="up",
+            trace_level=True,
+            min_std=0.05,
+            min_std_rel=0.0,
+            transform="asin_sqrt",
+            default_rule={
+                "name": "negative_feedback_up",
+                "window_minutes": 15,
+                "warmup_windows": 8,
+                "detector": {"type": "cusum", "min_count": 10, "min_baseline_windows": 24},
             },
         ),
         SignalSpec(

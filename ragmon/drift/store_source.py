@@ -16,6 +16,8 @@ Where each kind comes from:
   when the verdict became known, not by the trace's start: the evaluator judges each window once, a couple of
   minutes after it closes, so windowing by trace time would silently drop every verdict the judge worker delivered
   later.
+- `NegativeFeedbackShare` (negative_feedback): end users' thumbs and ratings (`feedback`, each voter's latest),
+  joined to their traces when read (`ragmon.sinks.feedback_sql`), windowed by arrival.
 
 Production traffic only, unless built with another `ragmon.sinks.traffic.Traffic`: an eval run's spans, minutes and
 scores (by the score's own eval run, schema v9) are neither a baseline nor an alert — a dataset replayed against the
@@ -37,7 +39,15 @@ from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
-from ragmon.drift.reads import JudgedMean, RollupQuantile, RollupRatio, ShareWithinSla, SignalRead, SpanMean
+from ragmon.drift.reads import (
+    JudgedMean,
+    NegativeFeedbackShare,
+    RollupQuantile,
+    RollupRatio,
+    ShareWithinSla,
+    SignalRead,
+    SpanMean,
+)
 from ragmon.drift.signals import SIGNALS, Sample, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
 from ragmon.sinks.drift_sql import DriftSql, Query, Scope
 from ragmon.sinks.schema import Topology
@@ -109,6 +119,8 @@ class StoreSignalSource:
         read = spec.read
         if isinstance(read, JudgedMean):
             query = self._sql.judged_scopes(read.metric, start_ns=_ns(start_s), end_ns=_ns(end_s))
+        elif isinstance(read, NegativeFeedbackShare):
+            query = self._sql.negative_feedback_scopes(start_ns=_ns(start_s), end_ns=_ns(end_s))
         elif isinstance(read, SpanMean):
             query = self._sql.span_scopes(read.column, start_ns=_ns(start_s), end_ns=_ns(end_s))
         else:  # every span counts: the rollup's scopes
@@ -124,6 +136,8 @@ class StoreSignalSource:
         read = SIGNALS[query.signal].read
         if isinstance(read, JudgedMean):
             return self._judged_series(read, query)
+        if isinstance(read, NegativeFeedbackShare):
+            return self._negative_feedback_series(query)
         points = [_point(row, query) for row in self._read(self._series_sql(read, query))]
         if not query.examples or not points:
             return points
@@ -230,6 +244,25 @@ class StoreSignalSource:
                 )
             )
         return points
+
+    # -- end users' feedback ---------------------------------------------------------------------------------------
+    def _negative_feedback_series(self, query: SeriesQuery) -> list[WindowPoint]:
+        sql = self._sql.negative_feedback_series(
+            tenant=query.scope.tenant,
+            feature=query.scope.feature,
+            **self._span_window(query),
+            examples=_EXAMPLES if query.examples else 0,
+        )
+        return [
+            WindowPoint(
+                query.start_s + int(r["window"]) * query.step_s,
+                float(r["value"]),
+                float(r["count"]),
+                {},
+                tuple(str(t) for t in r["trace_ids"]),
+            )
+            for r in self._read(sql)
+        ]
 
     # -- helpers -------------------------------------------------------------------------------------------------
     def _read(self, query: Query) -> list[dict[str, Any]]:

@@ -8,6 +8,10 @@ window as examples. `Locator` turns a firing record into one that also says:
   baseline measured) that carries at least `MIN_RELEASE_SHARE` of the feature's calls over the alert's current
   window — the most recent such release when there are several. A change that coincides with a deploy is then
   named by it; a change with no new release says so by naming none.
+- **documents**: with a new release and a question group, the group's documents (`ragmon.sinks.documents_sql`)
+  that the previous release (the busiest one already there) retrieved for at least `MIN_DROPPED_SHARE` of the
+  group's traces and the new one for at most half as many, with a two-proportion z ≤ -2 — the paragraph that
+  stopped being found.
 - **question**: the recurring-question group (`ragmon.questions`) holding most of the alert's example traces, with
   one of those questions as the user asked it, how many examples it holds and its share of the window's requests.
   An example set of 3 is small: the group is named when it holds at least two of them, or the only one there is.
@@ -30,16 +34,32 @@ from ragmon.sinks.schema import Ddl, Topology
 from ragmon.sinks.where_sql import example_groups_sql, releases_sql
 
 MIN_RELEASE_SHARE = 0.10
+MIN_DROPPED_SHARE = 0.30  # a document the previous release retrieved for at least this share of the group's traces
+_DOCUMENTS = 3  # documents named per alert
 _ALREADY_THERE_S = 86_400.0
 _QUESTION_CHARS = 160  # of the example question, in labels and messages
 
 
 class WhereReader(Protocol):
-    """Trusted read-only SQL on the store (`ragmon.sinks.for_alerting.AlertingMethods.read`)."""
+    """Trusted read-only SQL on the store (`ragmon.sinks.for_alerting.AlertingMethods.read`) and the documents
+    whose retrieval moved between two releases (`ragmon.sinks.for_documents.DocumentMethods.document_shift`)."""
 
     topology: Topology
 
     def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]: ...
+
+    def document_shift(
+        self,
+        feature: str | None,
+        release_a: str,
+        release_b: str,
+        since_s: float,
+        *,
+        group_id: str | None = None,
+        limit: int = 10,
+        tenant: str | None = None,
+        now_s: float | None = None,
+    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +73,9 @@ class Where:
     group_examples: int = 0  # the alert's example traces in the group …
     examples: int = 0  # … of this many
     group_share: float | None = None  # the group's share of the window's requests
+    previous_release: str = ""  # the release the new one replaced: the busiest that was there before
+    # documents that stopped being retrieved for the group in the new release: (doc, share before, share now)
+    documents: tuple[tuple[str, float, float], ...] = ()
 
     def labels(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -61,6 +84,8 @@ class Where:
         if self.group_id:
             out["question_group"] = self.group_id
             out["question"] = self.question[:_QUESTION_CHARS]
+        if self.documents:
+            out["documents"] = ",".join(doc for doc, _, _ in self.documents)
         return out
 
     def sentence(self) -> str:
@@ -76,6 +101,9 @@ class Where:
                 f"question «{self.question[:_QUESTION_CHARS]}» ({self.group_examples} of {self.examples} example"
                 f" traces{share})"
             )
+        if self.documents:
+            moved = ", ".join(f"{doc} ({before:.0%} → {now:.0%})" for doc, before, now in self.documents)
+            parts.append(f"no longer retrieved for it since {self.previous_release}: {moved}")
         return "Where: " + "; ".join(parts) + "." if parts else ""
 
 
@@ -109,7 +137,35 @@ class Locator:
         baseline_from_s = record.fired_at_s - (rule.baseline_lag_minutes + rule.baseline_minutes) * 60.0
         release = self._release(record, baseline_from_s, current_from_s)
         group = self._group(record.tenant, record.feature, record.trace_ids, current_from_s, record.fired_at_s)
-        return replace(release, **group) if group else release
+        where = replace(release, **group) if group else release
+        if where.release and where.previous_release and where.group_id:
+            where = replace(where, documents=self._dropped(record, where, record.fired_at_s - baseline_from_s))
+        return where
+
+    def _dropped(self, record: AlertRecord, where: Where, since_s: float) -> tuple[tuple[str, float, float], ...]:
+        """The group's documents that the previous release retrieved for a good share of its traces and the new one
+        for at most half that share, with a two-proportion z of at most -2: the paragraph that stopped being found."""
+        shift = self.store.document_shift(
+            record.feature,
+            where.previous_release,
+            where.release,
+            since_s,
+            group_id=where.group_id,
+            tenant=record.tenant,
+            now_s=record.fired_at_s,
+        )
+        dropped = [
+            (str(d["doc"]), float(d["share_a"]), float(d["share_b"]))
+            for group in shift
+            for d in group["documents"]
+            if d["share_a"] is not None
+            and d["share_b"] is not None
+            and d["z"] is not None
+            and d["share_a"] >= MIN_DROPPED_SHARE
+            and d["share_b"] <= d["share_a"] / 2
+            and d["z"] <= -2.0
+        ]
+        return tuple(sorted(dropped, key=lambda d: d[2] - d[1])[:_DOCUMENTS])
 
     def _release(self, record: AlertRecord, since_s: float, current_from_s: float) -> Where:
         rows = self.store.read(
@@ -137,10 +193,13 @@ class Locator:
         if not new:
             return Where()
         first_seen_s, row = max(new, key=lambda pair: (pair[0], pair[1]["release"]))
+        before = [r for r in rows if r["release"] and _seconds(r["first_seen"]) < first_seen_s]
+        previous = max(before, key=lambda r: (int(r["calls"]), str(r["release"])), default=None)
         return Where(
             release=str(row["release"]),
             release_first_seen_s=first_seen_s,
             release_share=int(row["current_calls"]) / total,
+            previous_release=str(previous["release"]) if previous else "",
         )
 
     def _group(

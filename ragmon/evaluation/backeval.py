@@ -68,6 +68,7 @@ def _lease(trace: KeptTrace, judge_version: str) -> Any:
         attempts=1,
         token="",
         eval_run=trace.eval_run,
+        release=trace.release,
     )
 
 

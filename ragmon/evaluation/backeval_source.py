@@ -39,6 +39,7 @@ class KeptTrace:
     trace_id: str
     feature: str = ""
     eval_run: str = ""  # the `ragmon eval run` the trace belongs to; '' = production (its scores carry it)
+    release: str = ""  # the app's release the trace ran (`service.version`; its scores carry it)
     question: str = ""
     answer: str = ""
     passages: tuple[str, ...] = ()
@@ -90,6 +91,7 @@ def _trace(row: dict[str, Any], row_ids: dict[tuple[str, str], str], selection: 
         feature=str(row.get("feature") or ""),
         # a payload copied before schema v7 reads '' even when its spans name the run it was selected by
         eval_run=str(row.get("eval_run") or selection.eval_run or ""),
+        release=str(row.get("release") or ""),
         question=str(row.get("question") or ""),
         answer=str(row.get("answer") or ""),
         passages=tuple(str(p) for p in row.get("passage_texts") or ()),

@@ -33,10 +33,12 @@ from ragmon.sinks.schema import SCORE_COLUMNS
 
 
 class StoredPayload(RagSample):
-    """A payload row as the store keeps it: the sample plus the trace's feature, eval run and sampling facts."""
+    """A payload row as the store keeps it: the sample plus the trace's feature, eval run, release and sampling
+    facts."""
 
     feature: str = ""
     eval_run: str = ""  # the `ragmon eval run` the trace belongs to; '' = production
+    release: str = ""  # the app's release the trace ran (`service.version`); '' when not sent
     sampling_reason: str = ""
     inclusion_probability: float | None = None
 
@@ -109,6 +111,7 @@ def _stored_payload(row: Mapping[str, Any]) -> StoredPayload:
         context_source=str(row.get("context_source") or ""),
         feature=str(row.get("feature") or ""),
         eval_run=str(row.get("eval_run") or ""),
+        release=str(row.get("release") or ""),
         sampling_reason=str(row.get("sampling_reason") or ""),
         inclusion_probability=float(probability) if probability is not None else None,
         earlier_turns=[

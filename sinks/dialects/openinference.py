@@ -197,4 +197,3 @@ def document_texts(c: str, stage: str) -> tuple[str, ...]:
         f"if({stage} = 'rerank', {_flattened_document_texts(c, A.OI_RERANKER_OUTPUT_DOCUMENTS + '.')}, [])",
         _flattened_document_texts(c, A.OI_RETRIEVAL_DOCUMENTS + "."),
     )
-

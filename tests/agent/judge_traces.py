@@ -18,10 +18,13 @@ from opentelemetry.trace import Status, StatusCode
 from ragmon.otlp_encoding import encode_spans
 
 
-def kept_traces(n: int, *, per_request: int = 10, offset: int = 0) -> tuple[list[bytes], list[str]]:
-    """(request bodies, trace ids) of `n` error traces with a question, a passage and an answer."""
+def kept_traces(
+    n: int, *, per_request: int = 10, offset: int = 0, resource: dict[str, str] | None = None
+) -> tuple[list[bytes], list[str]]:
+    """(request bodies, trace ids) of `n` error traces with a question, a passage and an answer; `resource`: more
+    resource attributes (e.g. the release, `service.version`)."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "judging-test"}))
+    provider = TracerProvider(resource=Resource.create({"service.name": "judging-test", **(resource or {})}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("judging-test")
     bodies: list[bytes] = []

@@ -1,7 +1,8 @@
 """A store with something for every named read (`ragmon.sinks.named_reads`), for two tenants: requests rolled up
 (report, production minutes), sampling counts (kept share), kept traces with scores (quality), alerts, and labels
-beside scores (labelled scores). Everything of globex's says "globex" somewhere it is read back (its feature, alert
-ids, labelled trace ids' judge version), and nothing of acme's does, so a read that leaks a tenant's rows shows it.
+beside scores (labelled scores), end users' feedback on requests and on labelled traces. Everything of globex's says
+"globex" somewhere it is read back (its feature, alert ids, labelled trace ids' judge version), and nothing of
+acme's does, so a read that leaks a tenant's rows shows it.
 
 Run as `python -m tests.agent.named_reads_case <store>` to fill a store in a process of its own (the embedded engine
 serves one data path per process); `now_s` places everything a few minutes back, inside an hour's window.
@@ -61,6 +62,25 @@ def fill(store: Store, now_s: float | None = None) -> None:
         ids = [known_labels.trace_id(base + i) for i in range(4)]
         known_labels.score(store, tenant, {t: 0.2 + 0.2 * i for i, t in enumerate(ids)}, version=judge)
         known_labels.label(store, tenant, {t: i % 2 == 0 for i, t in enumerate(ids)})
+    # end users' feedback: on the requests (per feature) and on the labelled traces (beside the judge's scores)
+    at = utc(now_s - 200)
+    labelled = [
+        (tenant, known_labels.trace_id(base + i)) for tenant, base in (("acme", 700), ("globex", 800)) for i in range(4)
+    ]
+    store.insert_feedback(
+        {
+            "tenant": tenant,
+            "trace_id": trace_id,
+            "name": "thumbs",
+            "kind": "thumbs",
+            "value": float(n % 2),
+            "negative": n % 2 == 0,
+            "voter": f"user:{n}",
+            "given_at": at,
+            "received_at": at,
+        }
+        for n, (tenant, trace_id) in enumerate([*((t.tenant, t.trace_id) for t in traces), *labelled])
+    )
 
 
 

@@ -216,3 +216,61 @@ def test_the_judge_endpoints_want_the_data_dirs_token(tmp_path: Path, store: Sto
     finally:
         agent.stop()
     assert store.query("SELECT count() AS n FROM scores")[0]["n"] == 1  # the identical re-send was dropped
+
+
+def test_scores_judged_in_the_agent_carry_the_release_the_app_sent(tmp_path: Path, store: Store) -> None:
+    """An app's release (`service.version` on its resource) reaches the scores of its kept traces: span → payload
+    copy → queue → the agent's worker (the local judge) → score rows, so judged quality compares by release."""
+    old_bodies, old_ids = kept_traces(3, resource={"service.version": "2.3.0"})
+    new_bodies, new_ids = kept_traces(3, offset=3, resource={"service.version": "2.3.1"})
+    settings = load_settings(
+        {
+            "agent": {"data_dir": tmp_path, "otlp_http": "127.0.0.1:0", "otlp_grpc": "", "api": "127.0.0.1:0"},
+            "judge": {"run_in_agent": True, "backend": "local"},
+        },
+        env={},
+    )
+    agent = Agent(settings, store=store).start()
+
+    def releases() -> dict[str, set[str]]:
+        rows = store.query("SELECT trace_id, release FROM scores WHERE metric = 'faithfulness'", max_rows=10_000)
+        out: dict[str, set[str]] = {}
+        for row in rows:
+            out.setdefault(row["trace_id"], set()).add(row["release"])
+        return out
+
+    try:
+        post(f"http://127.0.0.1:{agent.receivers[0].port}", [*old_bodies, *new_bodies])
+        wait_until(lambda: len(releases()) == 6, timeout_s=120, what="every kept trace scored")
+    finally:
+        agent.stop()
+    assert releases() == {**{t: {"2.3.0"} for t in old_ids}, **{t: {"2.3.1"} for t in new_ids}}
+
+
+def test_a_worker_beside_the_agent_scores_a_trace_under_its_release(tmp_path: Path, store: Store) -> None:
+    """`ragmon judge` beside `ragmon serve`: the payload read through the agent's judge endpoint carries the
+    trace's release, and the score rows written back through the other endpoint keep it."""
+    released, unreleased = f"{1:032x}", f"{2:032x}"
+    store.insert_payloads([{**_payload(released), "release": "2.3.1"}, _payload(unreleased)])
+    judge = _ConstantJudge()
+    agent = _agent(tmp_path, store).start()
+    try:
+        assert agent.api is not None
+        (tmp_path / "agent.json").write_text(json.dumps({"api": agent.api.url}))
+        queue = JudgeQueue.in_data_dir(tmp_path)
+        side = agent_store_side(tmp_path)
+        try:
+            queue.enqueue([Kept("default", released), Kept("default", unreleased)], judge.version)
+            config = WorkerConfig(metrics=("faithfulness",), idle_poll_s=0.05, delivery_interval_s=0.05)
+            worker = JudgeWorker(queue, judge, side.payloads, side.sink, config=config)
+            asyncio.run(worker.run(until_empty=True))
+        finally:
+            queue.close()
+            side.close()
+    finally:
+        agent.stop()
+    rows = store.query(
+        "SELECT trace_id, release FROM scores WHERE judge_version = {v:String} ORDER BY trace_id",
+        {"v": judge.version},
+    )
+    assert rows == [{"trace_id": released, "release": "2.3.1"}, {"trace_id": unreleased, "release": ""}]

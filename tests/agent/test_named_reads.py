@@ -157,7 +157,9 @@ def test_the_values_a_command_sends_are_the_values_the_agent_reads() -> None:
         required = REQUIRED.get(name, {})
         assert read.check({**values, **required}) == read.check(required), name
     sent = {"since_s": 90.0, "feature": "qa' --", "traffic": Traffic.of(eval_run="nightly&x=1")}
-    assert named_read("quality").check(sent) == sent
+    assert named_read("quality").check(sent) == sent | {"release": None, "environment": None}
+    released = sent | {"release": "2.3.1+build&x=1", "environment": "prod eu"}
+    assert named_read("releases").check(released) == released
 
 
 class HeldReads:
@@ -232,6 +234,7 @@ COMMANDS = [
     ("alerts", "--json", "--since", "1h"),
     ("alerts", "--since", "1h"),
     ("calibrate", "--from-store", "--json", "--since", "1h"),
+    ("report", "--json", "--since", "1h", "--release", "no-such-release", "--environment", "prod"),
 ]
 
 
@@ -269,3 +272,13 @@ def test_the_commands_print_the_same_through_a_running_agent_as_on_the_store(tmp
     assert {item["alert_id"] for item in json.loads(direct[3])} == {"acme-p95", "acme-old", "globex-p95"}
     versions = {v["judge_version"] for v in json.loads(direct[5])["versions"]}
     assert versions == {case.GLOBEX_JUDGE, "local:test-v1:lexical"}
+    # the case's apps sent no release: one row per feature, release '', its traffic and its judged quality
+    releases = report["releases"]
+    assert [(row["feature"], row["release"], row["requests"]) for row in releases] == [
+        ("docs-qa", "", 5),
+        ("globex-qa", "", 5),
+    ]
+    assert all(row["quality"][0]["metric"] == "faithfulness" for row in releases)
+    narrowed = json.loads(direct[6])
+    assert (narrowed["stages"], narrowed["quality"], narrowed["releases"]) == ([], [], [])
+    assert "not kept per release" in narrowed["unavailable"]["sampling"]

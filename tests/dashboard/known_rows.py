@@ -104,7 +104,8 @@ def insert_traces(store: Store, traces: list[Trace]) -> None:
             batch.ttft_ms.append(None)
             batch.retrieved_ids.append([])
             batch.retrieved_scores.append([])
-            batch.attributes.append({})
+            # the root span's own attributes, when the trace names some (e.g. ragmon.request_id)
+            batch.attributes.append(dict(trace.extra.get("root_attributes", {})) if span.parent is None else {})
             batch.ingest_seq.append(0)
     insert_spans(store, batch)
     store.roll_up(0, 0)  # as the agent does once the sampler has decided the traces

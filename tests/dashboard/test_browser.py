@@ -417,6 +417,45 @@ def test_a_trace_opens_its_conversation_and_the_conversations_are_listed(agent: 
     assert page.errors == []  # type: ignore[attr-defined]
 
 
+def test_the_releases_view_puts_releases_side_by_side_and_filters_to_one(agent: AgentProcess, page: Any) -> None:
+    from tests.dashboard import release_probe
+
+    sent = _run("-m", "tests.dashboard.release_probe", agent.otlp_http, KEY, timeout_s=120)
+    assert sent.returncode == 0, sent.stderr[-3000:]
+
+    def probe_releases() -> dict[str, int]:
+        rows = _read_json(agent, "releases", since_s="3600", feature=release_probe.FEATURE)
+        return {row["release"]: row["requests"] for row in rows}
+
+    _wait_until(lambda: probe_releases() == release_probe.RELEASES, "both releases in the rollups")
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.click("#releases-link")
+    page.wait_for_selector("body[data-loaded=releases]", timeout=30_000)
+    rows = page.locator("#release-table tr.release-row", has_text=release_probe.FEATURE)
+    shown = {
+        rows.nth(i).locator("td").nth(1).text_content(): rows.nth(i).locator("td").nth(5).text_content()
+        for i in range(rows.count())
+    }
+    assert shown == {release: str(n) for release, n in release_probe.RELEASES.items()}
+    assert page.is_hidden("#release-stages")
+    assert "7.1.1" in page.locator("#release-filter option").all_text_contents()
+
+    page.evaluate("document.body.dataset.loaded = ''")
+    page.select_option("#release-filter", "7.1.1")
+    page.wait_for_selector("body[data-loaded=releases]", timeout=30_000)
+    assert {r.get_attribute("data-release") for r in page.locator("#release-table tr.release-row").all()} == {"7.1.1"}
+    assert page.is_visible("#release-stages")
+    stages = page.locator("#release-stages tr.release-stage", has_text=release_probe.FEATURE)
+    calls = {
+        stages.nth(i).locator("td").nth(1).text_content(): stages.nth(i).locator("td").nth(2).text_content()
+        for i in range(stages.count())
+    }
+    assert calls == {"request": "2", "search": "2"}
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-releases.png"), full_page=True)
+
+
 def test_the_documents_view_shows_paragraphs_problem_documents_and_the_release_form(
     agent: AgentProcess, page: Any
 ) -> None:

@@ -179,6 +179,7 @@ def test_page_is_public_and_carries_strict_security_headers(keyed: Client) -> No
         "/static/app.js",
         "/static/review.js",
         "/static/conversation.js",
+        "/static/releases.js",
     ]
     assert audit.inline_script_text == "" and audit.offending_attributes == []
 

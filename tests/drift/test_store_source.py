@@ -34,7 +34,7 @@ from ragmon.sinks.schema import QUANTILE_ACCURACY
 
 from ragmon.drift import SIGNALS, SampleQuery, ScopeKey, SeriesQuery, WindowPoint
 from ragmon.drift.store_source import StoreSignalSource
-from tests.support.signal_oracle import JudgedScore, Observation, SignalOracle
+from tests.support.signal_oracle import FeedbackVerdict, JudgedScore, Observation, SignalOracle
 from tests.support.span_rows import SpanBatch, insert_spans
 from tests.support.synth import make_batch
 
@@ -96,7 +96,7 @@ class World:
             store.roll_up(part + 1, part + 1)
         self.observations = _observations(batch)
         self.store_source = StoreSignalSource(store)
-        self.oracle = SignalOracle(self.observations, self._judge(store, batch))
+        self.oracle = SignalOracle(self.observations, self._judge(store, batch), self._feedback(store, batch))
 
     def _judge(self, store: Store, batch: SpanBatch) -> list[JudgedScore]:
         """Judge a sample of traces, with the awkward cases: failed verdicts, re-judged traces (latest wins),
@@ -152,8 +152,44 @@ class World:
         self.judged = {(s.trace_id, s.metric): s.value for s in judged}
         return judged
 
+    def _feedback(self, store: Store, batch: SpanBatch) -> list[FeedbackVerdict]:
+        """End users' verdicts on a sample of traces, with the awkward cases: a voter who changed their mind (the
+        latest counts, when it arrived), named scores (not verdicts), feedback on a trace never stored (no scope)."""
+        rng = random.Random(5)
+        roots = [i for i in range(len(batch)) if batch.stage[i] == "request"]
+        rows: list[dict[str, Any]] = []
+        verdicts: list[FeedbackVerdict] = []
+        self.negative_traces: set[str] = set()
+        for n, i in enumerate(rng.sample(roots, 500)):
+            tenant, trace, feature = batch.tenant[i], batch.trace_id[i], batch.feature[i]
+            for voter in range(1 + n % 2):
+                received_ms = min(batch.start_time[i] // 10**6 + rng.randrange(1_000, 240_000), self.end_s * 1000 - 1)
+                kind = "thumbs" if rng.random() < 0.6 else "rating"
+                value = float(rng.randrange(2)) if kind == "thumbs" else float(rng.randrange(1, 6))
+                negative = value == 0.0 if kind == "thumbs" else value <= 2.0
+                row = {"tenant": tenant, "trace_id": trace, "name": kind, "kind": kind, "voter": f"user:{n}-{voter}"}
+                if n % 9 == 0:  # changed their mind: an earlier opposite value, replaced
+                    earlier = {**row, "value": 1.0 - value if kind == "thumbs" else 6.0 - value}
+                    rows.append(earlier | _feedback_times(received_ms - 800) | {"negative": not negative})
+                rows.append({**row, "value": value, "negative": negative} | _feedback_times(received_ms))
+                verdicts.append(FeedbackVerdict(received_ms / 1000, trace, negative, tenant, feature))
+                if negative:
+                    self.negative_traces.add(trace)
+            if n % 13 == 0:  # a named score: not a verdict
+                rows.append(
+                    {"tenant": tenant, "trace_id": trace, "name": "copied", "kind": "score", "value": 1.0}
+                    | {"voter": f"user:{n}", "negative": False}
+                    | _feedback_times(batch.start_time[i] // 10**6)
+                )
+        unknown = {"tenant": "acme", "trace_id": "f" * 32, "name": "thumbs", "kind": "thumbs", "value": 0.0}
+        rows.append(unknown | {"voter": "user:x", "negative": True} | _feedback_times(self.start_s * 1000 + 90_000))
+        store.insert_feedback(rows)
+        return verdicts
+
     def badness(self, signal: str, scope: ScopeKey) -> dict[str, float]:
         """trace id -> how bad its span is for `signal`, within one scope (one span per trace and stage)."""
+        if signal == "negative_feedback":
+            return {t: 1.0 for t in self.negative_traces}
         if signal in ("faithfulness", "relevance"):
             return {t: -v for (t, m), v in self.judged.items() if m == signal and v is not None}
         out = {}
@@ -173,6 +209,10 @@ class World:
                 if value is not None:
                     out[o.trace_id] = value if SIGNALS[signal].bad_direction == "up" else -value
         return out
+
+
+def _feedback_times(ms: int) -> dict[str, datetime]:
+    return {"given_at": _ms_datetime(ms), "received_at": _ms_datetime(ms)}
 
 
 def _ms_datetime(ms: int) -> datetime:

@@ -170,3 +170,30 @@ def test_backeval_scores_carry_their_traces_eval_run_into_the_store(store: Store
         trace(3): "",
         trace(5): "weekly",
     }
+
+
+def test_backeval_scores_carry_their_traces_release_into_the_store(store: Store, tmp_path: Path) -> None:
+    """The rows `ragmon backeval` writes back carry the release of the trace they re-judge (its payload's), as the
+    online judge's do: a release judged again compares with the online scores of the same release."""
+    now = time.time_ns()
+    store.insert_payloads(
+        [
+            {"tenant": "default", "trace_id": trace(1), "start_time": now, "question": "q?", "release": "2.3.1"},
+            {"tenant": "default", "trace_id": trace(2), "start_time": now, "question": "q?"},
+        ]
+    )
+    traces = StoreTraceSource(store, owns_store=False).select(
+        Selection(since_s=86400, database=store.topology.database)
+    )
+    journal = RunJournal(tmp_path / "rejudge.journal.jsonl", run="rejudge", judge_version="constant:1", metrics=METRICS)
+    journal.open()
+    try:
+        asyncio.run(score_traces(traces, _ConstantJudge(), journal, run_name="rejudge", metrics=METRICS))
+        _store_scores(store, list(journal.state.entries.values()))
+    finally:
+        journal.close()
+    rows = store.query(
+        f"SELECT trace_id, release FROM {store.topology.database}.scores WHERE run_name = 'rejudge'"
+        " AND metric = 'faithfulness'"
+    )
+    assert {r["trace_id"]: r["release"] for r in rows} == {trace(1): "2.3.1", trace(2): ""}

@@ -287,6 +287,26 @@ async def test_scores_carry_the_eval_run_of_their_traces_payload(queue: JudgeQue
     }
 
 
+async def test_scores_carry_the_release_of_their_traces_payload(queue: JudgeQueue) -> None:
+    """The queue item knows no release; the stored payload does (the app's `service.version`), and every score row
+    of the trace carries it, so judged quality compares by release."""
+    judge = ConstantJudge()
+    queue.enqueue([Kept("t", trace_id(i), feature="faq") for i in range(3)], judge.version)
+    payloads = DictPayloads(
+        {
+            ("t", trace_id(0)): StoredPayload(**sample(0).model_dump(), release="2.3.1"),
+            ("t", trace_id(1)): StoredPayload(**sample(1).model_dump()),  # the app sent no release
+        }  # trace 2's payload is gone: skipped, and nothing says which release it ran
+    )
+    sink = ListSink()
+    await drain(queue, judge, payloads, sink, config=FAST)
+    assert {(r["trace_id"], r["status"], r["release"]) for r in sink.rows} == {
+        (trace_id(0), "ok", "2.3.1"),
+        (trace_id(1), "ok", ""),
+        (trace_id(2), "skipped", ""),
+    }
+
+
 class CountingQueue(JudgeQueue):
     """Counts the outbox transactions and the items each carried."""
 

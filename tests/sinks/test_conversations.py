@@ -133,3 +133,50 @@ def test_a_kept_follow_up_keeps_its_earlier_turns_as_context(store: Store) -> No
     assert store.copy_conversation_turns(kept) == 0  # copied once; a turn kept on its own is never re-copied
     unjudged = {row["trace_id"] for row in store.unjudged_payloads(since_s=3600)}
     assert trace_id(0) not in unjudged and trace_id(1) in unjudged  # context is never judged
+
+
+def test_a_turns_feedback_shows_beside_it_and_a_thumbs_down_fails_the_turn(store: Store) -> None:
+    from datetime import UTC, datetime
+
+    chat(store)
+    keep(store, 0, 1)
+    score(store, 0, "faithfulness", 0.9)  # the judge passed turn 1 ...
+    now = datetime.now(UTC)
+
+    def vote(n: int, kind: str, value: float, voter: str, comment: str = "") -> dict[str, object]:
+        negative = (kind == "thumbs" and value == 0) or (kind == "rating" and value <= 2)
+        return {
+            "tenant": TENANT,
+            "trace_id": trace_id(n),
+            "request_id": "",
+            "name": kind,
+            "kind": kind,
+            "value": value,
+            "negative": negative,
+            "voter": voter,
+            "user": voter,
+            "comment": comment,
+            "given_at": now,
+            "received_at": now,
+        }
+
+    store.insert_feedback(
+        [
+            vote(0, "thumbs", 0.0, "u1", "wrong plan price"),  # ... its user did not
+            vote(1, "thumbs", 1.0, "u1"),
+            vote(1, "rating", 4.0, "u2"),
+            vote(3, "thumbs", 0.0, "u9"),  # another conversation's turn
+        ]
+    )
+    turns = store.conversation(session=SESSION)["turns"]
+    first, second, third = (t["feedback"] for t in turns)
+    assert first is not None and (first["thumbs_down"], first["negative"], first["comment"]) == (
+        1,
+        1,
+        "wrong plan price",
+    )
+    assert second is not None and (second["thumbs_up"], second["ratings"], second["mean_rating"]) == (1, 1, 4.0)
+    assert second["negative"] == 0 and third is None
+    score_ = store.conversation(session=SESSION)["score"]
+    # turn 1 failed by its users' verdict (the judge passed it), turn 3 by its error; turn 2 was liked
+    assert score_["failed_turns"] == 2

@@ -11,6 +11,7 @@ from ragmon.sinks.dashboard_queries import DashboardStore
 from ragmon.sinks.for_alerting import AlertingMethods, AlertingStore
 from ragmon.sinks.for_conversations import ConversationMethods, ConversationStore
 from ragmon.sinks.for_documents import DocumentMethods, DocumentStore
+from ragmon.sinks.for_feedback import FeedbackMethods, FeedbackStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
 from ragmon.sinks.for_review import ReviewMethods, ReviewStore
@@ -28,6 +29,7 @@ GROUPS = (
     AlertingMethods,
     ConversationMethods,
     DocumentMethods,
+    FeedbackMethods,
     StoreBase,
 )
 PROTOCOLS = (
@@ -41,6 +43,7 @@ PROTOCOLS = (
     DashboardStore,
     ConversationStore,
     DocumentStore,
+    FeedbackStore,
 )
 
 

@@ -72,14 +72,21 @@ def _store_with_two_releases(store: Store) -> tuple[list[str], list[str]]:
         make_batch(200, seed=2, start_ns=(NOW_S - 1_200) * 10**9, spread_s=1_140, features=("support",), ingest_seq=2),
         "1.5",
     )
-    insert_spans(store, old)
-    insert_spans(store, new)
-    store.roll_up(1, 2)
     new_traces = _traces(new)
     rows = [(t, s, "1.4", RESET if i % 2 else REFUND) for i, (t, s) in enumerate(_traces(old))]
     recent = {q: t for t, s, _, q in rows if s >= (NOW_S - 1_800) * 10**9}
     assert len(recent) == 2
     rows += [(t, s, "1.5", RESET if i % 3 == 0 else REFUND) for i, (t, s) in enumerate(new_traces)]
+    # the paragraph each answer was built on: 1.5's new chunking finds p40 instead of p12 for the reset question
+    question_of = {t: q for t, _, _, q in rows}
+    for batch, reset_paragraph in ((old, "handbook.md#p12"), (new, "handbook.md#p40")):
+        batch.retrieved_sources.extend(
+            [reset_paragraph if question_of[trace_id] == RESET else "refunds.md#p3"] * len(ids)
+            for trace_id, ids in zip(batch.trace_id, batch.retrieved_ids, strict=True)
+        )
+    insert_spans(store, old)
+    insert_spans(store, new)
+    store.roll_up(1, 2)
     _questions(store, rows)
     reset_new = [t for i, (t, _) in enumerate(new_traces) if i % 3 == 0]
     return reset_new, list(recent.values())
@@ -118,6 +125,8 @@ def test_an_alert_names_the_new_release_and_the_question_its_examples_asked(stor
     assert placed.labels["question"] == RESET
     assert placed.message.startswith("faithfulness fell from 0.91 to 0.62. Where: release 1.5 (first seen ")
     assert f"question «{RESET}» (3 of 3 example traces; " in placed.message
+    assert placed.labels["documents"] == "handbook.md#p12"
+    assert placed.message.endswith("; no longer retrieved for it since 1.4: handbook.md#p12 (100% → 0%).")
     first_seen = datetime.strptime(placed.message.split("first seen ")[1][:16], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
     assert NOW_S - 1_200 - 60 <= first_seen.timestamp() <= NOW_S - 1_200 + 60
 

@@ -2,7 +2,8 @@
 check that the store's SQL (`ragmon.drift.store_source`) computes it. Test code: ragmon reads signals from
 the store only.
 
-Records are per span (`Observation`; stage "" is the request's root span) and per judged trace (`JudgedScore`).
+Records are per span (`Observation`; stage "" is the request's root span), per judged trace (`JudgedScore`) and per
+end user's verdict on a stored trace (`FeedbackVerdict`: each voter's latest, its trace's feature).
 
 | signal | series value per window | count | sample values |
 |---|---|---|---|
@@ -15,6 +16,7 @@ Records are per span (`Observation`; stage "" is the request's root span) and pe
 | similarity_gap | mean gap between rank-1 and rank-2 scores | spans with one | the gaps |
 | norm_deviation | mean |‖v‖ - 1| of the span's vectors | spans with one | the deviations |
 | sla_share | share of requests with duration_ms ≤ sla_ms | requests | — |
+| negative_feedback | share of users' latest thumbs and ratings that are negative, by arrival | verdicts | — |
 
 A signal the oracle does not know is a KeyError: a signal added to `SIGNALS` fails tests/drift/test_store_source.py
 until its meaning is written here too.
@@ -45,6 +47,7 @@ _KNOWN = frozenset(
         "similarity_gap",
         "norm_deviation",
         "sla_share",
+        "negative_feedback",
     }
 )
 
@@ -85,6 +88,17 @@ class JudgedScore:
     feature: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class FeedbackVerdict:
+    """One end user's latest thumbs or rating on a stored trace, as it arrived (`time_s`)."""
+
+    time_s: float
+    trace_id: str
+    negative: bool
+    tenant: str = "default"
+    feature: str = ""
+
+
 def _nan(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
@@ -121,8 +135,14 @@ class _Columns:
 class SignalOracle:
     """Each signal of the records, computed the plain way (see the table in the module docstring)."""
 
-    def __init__(self, observations: Iterable[Observation] = (), scores: Iterable[JudgedScore] = ()) -> None:
+    def __init__(
+        self,
+        observations: Iterable[Observation] = (),
+        scores: Iterable[JudgedScore] = (),
+        feedback: Iterable[FeedbackVerdict] = (),
+    ) -> None:
         rows, judged = list(observations), list(scores)
+        self._feedback = list(feedback)
         for score in judged:
             if not 0 < score.inclusion_probability <= 1:
                 raise ValueError(f"inclusion probability must be in (0, 1], got {score.inclusion_probability}")
@@ -133,6 +153,8 @@ class SignalOracle:
 
     def scopes(self, signal: str, start_s: float, end_s: float) -> Sequence[ScopeKey]:
         _known(signal)
+        if signal == "negative_feedback":
+            return sorted({ScopeKey(v.tenant, v.feature, "") for v in self._feedback if start_s <= v.time_s < end_s})
         cols = self._cols()
         if signal in _JUDGED:
             mask = (cols.score_time >= start_s) & (cols.score_time < end_s) & (cols.score_metric == signal)
@@ -146,6 +168,8 @@ class SignalOracle:
 
     def series(self, query: SeriesQuery) -> Sequence[WindowPoint]:
         _known(query.signal)
+        if query.signal == "negative_feedback":
+            return self._feedback_series(query)
         cols = self._cols()
         if query.signal in _JUDGED:
             return self._judged_series(cols, query)
@@ -228,6 +252,26 @@ class SignalOracle:
         if query.signal == "error_rate":
             worst = worst[f["error"][worst] > 0]
         return WindowPoint(start_s, value, count, extra, tuple(str(t) for t in traces[worst]))
+
+    def _feedback_series(self, query: SeriesQuery) -> Sequence[WindowPoint]:
+        windows: dict[int, list[FeedbackVerdict]] = {}
+        for v in self._feedback:
+            if ScopeKey(v.tenant, v.feature, "") == query.scope and query.start_s <= v.time_s < query.end_s:
+                windows.setdefault(math.floor((v.time_s - query.start_s) / query.step_s), []).append(v)
+        points = []
+        for w, verdicts in sorted(windows.items()):
+            negative = [v for v in verdicts if v.negative]
+            examples = sorted({v.trace_id for v in negative})[:_EXAMPLES]  # any of them: each is as bad
+            points.append(
+                WindowPoint(
+                    query.start_s + w * query.step_s,
+                    len(negative) / len(verdicts),
+                    float(len(verdicts)),
+                    {},
+                    tuple(examples),
+                )
+            )
+        return points
 
     @staticmethod
     def _judged_series(cols: _Columns, query: SeriesQuery) -> Sequence[WindowPoint]:

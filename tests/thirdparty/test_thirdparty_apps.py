@@ -57,6 +57,7 @@ AGENT_ENV = {
 STORED_TIMEOUT_S = 30.0
 KEPT_TIMEOUT_S = 45.0  # decision_timeout_s, plus the writer
 JUDGED_TIMEOUT_S = 60.0
+RELEASE = "3.1.4"  # every app sends it as its resource's service.version
 
 ANSWERED = [q for q in common.QUESTIONS if q.answer is not None]
 FAILED = [q for q in common.QUESTIONS if q.answer is None]
@@ -278,6 +279,8 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 server.base_url,
                 otlp=agent.otlp_http,
                 results=results_path,
+                # the release as OTel apps send it: resource attributes from the standard variable
+                extra_env={"OTEL_RESOURCE_ATTRIBUTES": f"service.version={RELEASE},deployment.environment.name=prod"},
             )
             handler_errors = server.handler_errors
         assert app.returncode == 0, f"the {combination.id} app failed:\n{app.stdout}\n{app.stderr}"
@@ -334,7 +337,8 @@ def _collect(run: Run) -> None:
     _wait(run, "answers judged", judged, JUDGED_TIMEOUT_S)
     _wait(run, "rolled up", lambda: agent.metric("ragmon_rollup_lag_seconds") == 0, STORED_TIMEOUT_S)
     run.spans = agent.query(
-        "SELECT trace_id, span_id, parent_span_id, name, stage, status, error_type, model, input_tokens,"
+        "SELECT trace_id, span_id, parent_span_id, name, stage, status, error_type, model, input_tokens, release,"
+        " environment,"
         f" output_tokens, cost_usd, toString(start_time) AS start_time FROM spans FINAL WHERE trace_id IN {traces}"
     )
     run.payloads = {
@@ -347,7 +351,7 @@ def _collect(run: Run) -> None:
     run.scores = {
         row["trace_id"]: row
         for row in agent.query(
-            "SELECT trace_id, status, value, explanation, context_source FROM scores FINAL"
+            "SELECT trace_id, status, value, explanation, context_source, release FROM scores FINAL"
             f" WHERE metric = 'faithfulness' AND run_name = '' AND trace_id IN {traces}"
         )
     }
@@ -421,6 +425,22 @@ def test_tokens_and_cost_per_request_are_what_the_llm_reported(run: Run) -> None
         sum(q.completion_tokens for q in ANSWERED),
     )
     assert totals["cost_usd"] == pytest.approx(sum(expected.values()))
+
+
+def test_the_release_the_app_sent_is_on_its_spans_its_scores_and_the_releases_read(run: Run) -> None:
+    """`service.version` and `deployment.environment.name` on the app's resource (OTEL_RESOURCE_ATTRIBUTES): every
+    stored span says them, every score of the app's traces carries the release, and `ragmon report --release`
+    counts the requests the rollups counted, under that release."""
+    assert run.spans and {(s["release"], s["environment"]) for s in run.spans} == {(RELEASE, "prod")}
+    assert run.scores and {score["release"] for score in run.scores.values()} == {RELEASE}
+    document = json.loads(
+        _cli("report", "--json", "--since", "1h", "--release", RELEASE, "--data-dir", str(run.agent.data_dir))
+    )
+    requests = sum(r["requests"] for r in run.report if r["stage"] == "request")
+    assert sum(r["requests"] for r in document["stages"] if r["stage"] == "request") == requests
+    assert [(r["release"], r["environments"], r["requests"]) for r in document["releases"]] == [
+        (RELEASE, ["prod"], requests)
+    ]
 
 
 def test_the_failed_llm_call_is_an_error_trace_and_kept(run: Run) -> None:

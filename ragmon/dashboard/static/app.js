@@ -165,7 +165,7 @@
   }
 
   function showSection(name) {
-    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "documents"]) $(id).hidden = id !== name;
+    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "documents"]) $(id).hidden = id !== name;
     $("controls").classList.toggle("disabled", name === "login");
   }
 

@@ -30,6 +30,16 @@
     }
   }
 
+  // "users: 👍 2 👎 1 · rated 4.0 · “comment”": what the turn's users said, briefly.
+  function feedbackText(f) {
+    const parts = [];
+    if (f.thumbs_up || f.thumbs_down) parts.push("👍 " + f.thumbs_up + " 👎 " + f.thumbs_down);
+    if (f.ratings) parts.push("rated " + f.mean_rating.toFixed(1));
+    if (f.scores) parts.push(f.scores + " score" + (f.scores > 1 ? "s" : ""));
+    if (f.comment) parts.push("“" + f.comment.slice(0, 80) + "”");
+    return "users: " + parts.join(" · ");
+  }
+
   function drawTurn(turn, current) {
     const scores = el("div", { className: "turn-scores" });
     for (const metric of METRICS_SHOWN) {
@@ -38,7 +48,7 @@
       scores.appendChild(el("span", { className: "score " + scoreTone(s.value), title: R.metricLabel(metric), text: R.metricLabel(metric) + " " + (s.value === null ? s.status : s.value.toFixed(2)) }));
     }
     // The users' own verdict on the turn, when the feedback table has one for it.
-    const feedback = turn.feedback ? el("span", { className: "chip turn-feedback", text: "feedback: " + JSON.stringify(turn.feedback) }) : null;
+    const feedback = turn.feedback ? el("span", { className: "chip turn-feedback" + (turn.feedback.negative * 2 >= turn.feedback.verdicts && turn.feedback.verdicts ? " reason-error" : ""), title: turn.feedback.comment || "", text: feedbackText(turn.feedback) }) : null;
     const notKept = "This turn's text was not kept.";
     return el("li", { className: "turn" + (current ? " current" : "") + (turn.status === "error" ? " failed" : ""), id: "turn-" + turn.trace_id }, [
       el("div", { className: "turn-head" }, [

@@ -55,6 +55,7 @@
         review.metric = e.target.value;
         loadQueue();
       });
+      $("review-disagreements").addEventListener("change", () => loadQueue());
     }
     select.value = review.metric;
   }
@@ -71,7 +72,8 @@
     const body = $("review-queue").querySelector("tbody");
     clear(body);
     if (!queue.items.length) {
-      body.appendChild(el("tr", {}, [el("td", { className: "empty-row", text: "Nothing to label: no judged kept traces left in the last 7 days." })]));
+      const none = queue.filter ? "No disagreements: no kept trace with thumbs down that the judge passed in the last 7 days." : "Nothing to label: no judged kept traces left in the last 7 days.";
+      body.appendChild(el("tr", {}, [el("td", { className: "empty-row", text: none })]));
       body.firstChild.firstChild.colSpan = 4;
       return;
     }
@@ -94,7 +96,9 @@
     try {
       await reviewLabels();
       const whoami = await R.api("whoami", {});
-      const queue = await R.api("review", { metric: review.metric });
+      // "Thumbs down, judged faithful": the end users' and the judge's disagreements (review.py)
+      const filter = $("review-disagreements").checked ? { filter: "thumbs_down_judged_good" } : {};
+      const queue = await R.api("review", { metric: review.metric, ...filter });
       if (!R.isCurrent(mine)) return;
       review.whoami = whoami;
       R.showBanner("");

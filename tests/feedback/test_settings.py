@@ -1,0 +1,35 @@
+"""Feedback settings fail fast: a feedback key must be nobody else's key, an origin is scheme://host[:port]."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from ragmon.settings import load_settings
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        {"api_keys": {"acme": "same"}, "feedback_keys": {"acme": ["same"]}},
+        {"reviewer_keys": {"acme": {"ann": "same"}}, "feedback_keys": {"globex": ["same"]}},
+        {"feedback_keys": {"acme": ["same"], "globex": ["same"]}},
+        {"feedback_keys": {"acme": [""]}},
+        {"feedback_origins": ["*"]},
+        {"feedback_origins": ["https://*.example.com"]},
+        {"feedback_origins": ["https://app.example.com/path"]},
+        {"feedback_origins": ["app.example.com"]},
+    ],
+)
+def test_bad_feedback_settings_are_refused_at_start(agent: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        load_settings({"agent": agent}, env={})
+
+
+def test_good_feedback_settings() -> None:
+    settings = load_settings(
+        {"agent": {"feedback_keys": {"acme": ["fb1", "fb2"]}, "feedback_origins": ["http://localhost:3000/"]}},
+        env={},
+    )
+    assert settings.agent.feedback_origins == ["http://localhost:3000"]
+    assert [k.get_secret_value() for k in settings.agent.feedback_keys["acme"]] == ["fb1", "fb2"]

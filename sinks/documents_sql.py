@@ -39,18 +39,33 @@ def final_context(
     feature: str | None,
     traffic: Traffic,
     only_traces: str | None = None,
+    reranking: list[str] | None = None,
 ) -> str:
     """SQL of rows (trace_id, trace_hash, feature, release, doc, chunk, rank) — one per document of each answer's
     final context in [start_s, end_s) of `traffic` (production unless asked), `feature` when named; of the traces
     `only_traces` gives, when given (SQL of `cityHash64(trace_id)`s: the set held in memory is numbers, not ids).
     The per-trace views join a few traces (the judged ones, a group's): filtering the spans by them first saves
-    unnesting every other trace's documents. Adds its parameters."""
+    unnesting every other trace's documents. `reranking`, when given, names the features that rerank in the window
+    (`reranking_sql`, from the document rollups): each feature's spans are then read for one stage only, the
+    index choosing them, instead of both stages and a pass over the spans to find the rerankers. Adds its
+    parameters."""
     where = [_window(params, start_s, end_s), "notEmpty(retrieved_ids)", traffic.condition(params)]
     if feature is not None:
         params["feature"] = feature
         where.append("feature = {feature:String}")
     common = " AND ".join(where)
     chosen = "" if only_traces is None else f" AND cityHash64(trace_id) IN ({only_traces})"
+    if reranking is None:
+        stage = (
+            "(stage = 'rerank' OR (stage = 'search' AND feature NOT IN (\n"
+            f"    SELECT DISTINCT feature FROM {spans} WHERE stage = 'rerank' AND {common})))"
+        )
+    else:
+        params["reranking"] = list(reranking)
+        stage = (
+            "((stage = 'rerank' AND feature IN {reranking:Array(String)})"
+            " OR (stage = 'search' AND feature NOT IN {reranking:Array(String)}))"
+        )
     return (
         "SELECT trace_id, cityHash64(trace_id) AS trace_hash, feature, release, chunk, rank,\n"
         "    if(source != '', source, chunk) AS doc\n"
@@ -60,10 +75,17 @@ def final_context(
         # before v10 (no sources) reads as naming none instead of failing the join
         "    arrayResize(retrieved_sources, length(retrieved_ids), '') AS source,\n"
         "    arrayEnumerate(retrieved_ids) AS rank\n"
-        f"WHERE {common}{chosen} AND (stage = 'rerank' OR (stage = 'search' AND feature NOT IN (\n"
-        f"    SELECT DISTINCT feature FROM {spans} WHERE stage = 'rerank' AND {common})))\n"
+        f"WHERE {common}{chosen} AND {stage}\n"
         "    AND doc != ''"
     )
+
+
+def reranking_sql(ddl: Ddl, start_s: int, end_s: int, traffic: Traffic = PRODUCTION) -> tuple[str, dict[str, Any]]:
+    """The features with rerank documents in the window (from the document rollups): their answers' final context is
+    the reranker's output (`final_context`'s `reranking`)."""
+    params: dict[str, Any] = {}
+    rolled = rolled_documents(ddl, params, start_s, end_s, None, traffic)
+    return f"SELECT DISTINCT feature FROM ({rolled}) WHERE stage = 'rerank'", params
 
 
 def documents_sql(
@@ -97,11 +119,13 @@ def document_groups_sql(
     docs: list[str],
     traffic: Traffic = PRODUCTION,
     per_document: int = 3,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """For the documents `docs`: the question groups (`trace_questions`) whose answers were built on each, the most
     frequent `per_document` first, with the group's label (its example question: `group_examples_sql`)."""
     params: dict[str, Any] = {"docs": list(docs), "per_document": int(per_document)}
-    context = final_context(spans, params, start_s, end_s, feature, traffic)
+    context = final_context(spans, params, start_s, end_s, feature, traffic, reranking=reranking)
     sql = (
         "SELECT d.feature AS feature, d.doc AS doc, q.group_id AS group_id, uniqExact(d.trace_hash) AS traces\n"
         f"FROM ({context} AND doc IN {{docs:Array(String)}}) AS d\n"
@@ -171,12 +195,14 @@ def document_quality_sql(
     feature: str | None,
     docs: list[str],
     traffic: Traffic = PRODUCTION,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """For the documents `docs`, per metric: the sums `ragmon.sinks.quality.assemble_quality` estimates from (kept
     and weighted), and how many of the judged answers built on the document were judged bad."""
     params: dict[str, Any] = {"docs": list(docs), "bad_below": BAD_BELOW}
     judged = f"SELECT cityHash64(trace_id) FROM ({_judged(scores)})"
-    context = final_context(spans, params, start_s, end_s, feature, traffic, judged)
+    context = final_context(spans, params, start_s, end_s, feature, traffic, judged, reranking)
     p = "assumeNotNull(s.inclusion_probability)"
     weighted = "ifNull(s.inclusion_probability, 0) > 0"
     sql = (
@@ -205,6 +231,8 @@ def problem_documents_sql(
     end_s: int,
     feature: str | None,
     traffic: Traffic = PRODUCTION,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Per (feature, document) over the judged answers built on it: how many, and how many were judged unfaithful,
     unhelpful, or either; and the same per feature over all its judged answers with documents (the rows whose
@@ -216,7 +244,7 @@ def problem_documents_sql(
     }
     chosen = _judged(scores, "({unfaithful:String}, {unhelpful:String})")
     only = f"SELECT cityHash64(trace_id) FROM ({chosen})"
-    context = final_context(spans, params, start_s, end_s, feature, traffic, only)
+    context = final_context(spans, params, start_s, end_s, feature, traffic, only, reranking)
     verdicts = (
         "SELECT trace_id,\n"
         "    max(metric = {unfaithful:String} AND value < {bad_below:Float64}) AS unfaithful,\n"
@@ -248,6 +276,8 @@ def document_shift_sql(
     end_s: int,
     group_id: str | None = None,
     traffic: Traffic = PRODUCTION,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Per (question group, document) of `feature` (every feature when None): in how many of the group's traces of
     release A and of release B the document was in the final context, beside the group's traces of each release
@@ -269,7 +299,8 @@ def document_shift_sql(
     # the join's side held in memory: per trace its hash, feature, group and release (not its id, not its question)
     traces = f"SELECT cityHash64(trace_id) AS trace_hash, feature, group_id, release {chosen}"
     # only the traces of the two releases (of the group when named) are unnested
-    context = final_context(spans, params, start_s, end_s, feature, traffic, f"SELECT trace_hash FROM ({traces})")
+    only = f"SELECT trace_hash FROM ({traces})"
+    context = final_context(spans, params, start_s, end_s, feature, traffic, only, reranking)
     a, b = "q.release = {release_a:String}", "q.release = {release_b:String}"
     per_document = (
         "SELECT q.feature AS feature, q.group_id AS group_id, d.doc AS doc,\n"

@@ -5,13 +5,12 @@
 Fills a fresh embedded store (chDB, a temporary directory) inside the engine (`INSERT … SELECT FROM numbers()`, so
 building 10M rows takes seconds, not Python's minutes): traces of five spans (request, embed, search with 10
 documents, rerank with 5, generate) over the last 23 hours, two features, two releases (A the first 16 hours, B
-after), chunk ids from 20,000 chunks, ten of each of
-2,000 paragraphs (the sources); one `trace_questions` row per trace in 200
-question groups, and a faithfulness score for one trace in 20 (inclusion probability 0.05); then rolls up each
-range of 20,000 traces' spans as the agent does (the span rollup, then the document rollup: what the documents add
-to the agent's roll-up step is printed). Then runs each view
-over the last 24 hours of one feature (the compare helper's call: one feature, two releases, one group and all
-groups) as a caller's read, `--repeats` times, and prints the median and the slowest wall time of each.
+after), chunk ids from 20,000 chunks, ten of each of 2,000 paragraphs (the sources); one `trace_questions` row per
+trace in 200 question groups, and a faithfulness score for one trace in 20 (inclusion probability 0.05). Then rolls
+each range of 20,000 traces' spans up as the agent does (the span rollup, then the document rollup), printing what
+the documents add to the agent's roll-up step. Then runs each view over the last 24 hours (one feature and all; the
+compare helper's call: one feature, two releases, one group and all groups) as a caller's read, `--repeats` times,
+and prints the median and the slowest wall time of each.
 The issue's bar: each view ≤ 200 ms on the embedded store over 10M spans. `--store DIR` keeps the filled store in
 DIR and reuses it when DIR holds one (its `now` saved beside it), so the 10M-span store is built once.
 """

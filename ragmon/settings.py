@@ -114,6 +114,18 @@ class QueryBudget(_Section):
         return parse_size(value) if isinstance(value, str) else value
 
 
+class QuestionSettings(_Section):
+    """Recurring questions: every decided trace's question grouped with its paraphrases (docs/questions.md)."""
+
+    enabled: bool = True  # false: no grouping, no question-group view data
+    # "auto": MiniLM when the `embeddings` extra is installed, else lexical; "lexical" never loads a model
+    grouper: Literal["auto", "lexical", "minilm"] = "auto"
+    lexical_threshold: float = Field(default=0.5, gt=0, le=1)  # cosine a question needs to join a lexical group
+    minilm_threshold: float = Field(default=0.6, gt=0, le=1)  # cosine a question needs to join a MiniLM group
+    max_groups_per_feature: int = Field(default=2000, ge=1)  # held in memory; the least-used go past it
+    cache_size: int = Field(default=100_000, ge=0)  # exact repeats (normalised) remembered, skipping the grouper
+
+
 class AgentSettings(_Section):
     """The agent process (`ragmon serve`)."""
 
@@ -162,6 +174,7 @@ class AgentSettings(_Section):
         default_factory=dict, description="Drift rules and where alerts go (docs/agent.md, Alerts)."
     )
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    questions: QuestionSettings = Field(default_factory=QuestionSettings)
     # What each read for a caller may cost (see QueryBudget), and per tenant what differs from it: a tenant's entry
     # names only the fields it changes (`{"acme": {"max_execution_time_s": 120}}`), the rest come from `query_budget`.
     query_budget: QueryBudget = Field(default_factory=QueryBudget)

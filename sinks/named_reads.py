@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ragmon.sinks.for_conversations import ConversationStore
 from ragmon.sinks.for_documents import DocumentStore
+from ragmon.sinks.for_questions import QuestionViewStore
 from ragmon.sinks.for_report import ReportStore
 from ragmon.sinks.traffic import Traffic
 
@@ -173,8 +174,9 @@ class ConversationKey:
         return {key: str(value[key]) for key in self.keys if key in value}
 
 
-class ReadStore(ReportStore, ConversationStore, DocumentStore, Protocol):
-    """What the named reads run on: the report's reads, the conversations' and the documents'."""
+class ReadStore(ReportStore, ConversationStore, DocumentStore, QuestionViewStore, Protocol):
+    """What the named reads run on: the report's reads, the conversations', the documents' and the question
+    groups'."""
 
 
 Param = Window | Count | Name | TrafficChoice | ConversationKey
@@ -289,6 +291,10 @@ def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
 
 def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+def _question_groups(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.question_groups(
+        v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"]
+    )
 
 
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
@@ -334,6 +340,9 @@ READS: dict[str, NamedRead] = {
         # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
         NamedRead("feedback", _WINDOW, _feedback),
         NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
+        # `ragmon report`'s most common questions, the dashboard's question view: per question group, this window
+        # against the one before
+        NamedRead("question_groups", (*_WINDOW, Count("limit", 10, 1, 1000)), _question_groups),
     )
 }
 

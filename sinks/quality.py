@@ -48,8 +48,6 @@ def quality_sql(
     if by not in _GROUPS:
         raise ValueError(f"quality is grouped by one of {', '.join(_GROUPS)}, not {by!r}")
     ok = "status = 'ok' AND value IS NOT NULL"
-    weighted = f"{ok} AND ifNull(inclusion_probability, 0) > 0"
-    p = "assumeNotNull(inclusion_probability)"
     params: dict[str, Any] = {"start_s": int(start_s), "end_s": int(end_s)}
     where = [
         "run_name = ''",
@@ -69,18 +67,26 @@ def quality_sql(
         f"    countIf({ok} AND ifNull(inclusion_probability, 0) <= 0) AS unknown_weight,\n"
         f"    sumIf(assumeNotNull(value), {ok}) AS sum_y,\n"
         f"    sumIf(pow(assumeNotNull(value), 2), {ok}) AS sum_y2,\n"
-        f"    countIf({weighted}) AS weighted_n,\n"
-        f"    sumIf(1 / {p}, {weighted}) AS sum_w,\n"
-        f"    sumIf(assumeNotNull(value) / {p}, {weighted}) AS sum_wy,\n"
-        f"    sumIf(1 / pow({p}, 2), {weighted}) AS sum_w2,\n"
-        f"    sumIf(assumeNotNull(value) / pow({p}, 2), {weighted}) AS sum_w2y,\n"
-        f"    sumIf(pow(assumeNotNull(value), 2) / pow({p}, 2), {weighted}) AS sum_w2y2\n"
+        f"    {weighted_sums()}\n"
         f"FROM {table} FINAL\n"
         f"WHERE {' AND '.join(where)}\n"
         f"GROUP BY feature, {by}, metric, judge_version\n"
         f"ORDER BY feature, {by}, metric, judge_version"
     )
     return sql, params
+
+
+def weighted_sums(of: str = "") -> str:
+    """The sums `weighted_estimate` takes (weighted_n, sum_w, sum_wy, sum_w2, sum_w2y, sum_w2y2) over score rows
+    whose columns are prefixed `of` (say "s."): an aggregate's SELECT list, shared by every weighted-quality read."""
+    value, p = f"assumeNotNull({of}value)", f"assumeNotNull({of}inclusion_probability)"
+    weighted = f"{of}status = 'ok' AND {of}value IS NOT NULL AND ifNull({of}inclusion_probability, 0) > 0"
+    return (
+        f"countIf({weighted}) AS weighted_n, sumIf(1 / {p}, {weighted}) AS sum_w, "
+        f"sumIf({value} / {p}, {weighted}) AS sum_wy, sumIf(1 / pow({p}, 2), {weighted}) AS sum_w2, "
+        f"sumIf({value} / pow({p}, 2), {weighted}) AS sum_w2y, "
+        f"sumIf(pow({value}, 2) / pow({p}, 2), {weighted}) AS sum_w2y2"
+    )
 
 
 def _interval(mean: float, variance: float) -> tuple[float, float]:

@@ -9,6 +9,7 @@ Duplicated spans (a re-send that was not the same batch) are collapsed with `LIM
 from __future__ import annotations
 
 from ragmon.sinks import content_sql as C
+from ragmon.sinks import trace_question_sql as Q
 from ragmon.sinks.backend import quote_string as quote
 from ragmon.sinks.dialects import otel_genai as GENAI
 from ragmon.sinks.dialects import ragmon_names as RAGMON
@@ -153,25 +154,20 @@ spans_c AS (
     LIMIT 1 BY tenant, trace_id, span_id
 ),
 spans_t AS (
-    SELECT *, {C.has_output("content")} AS has_output, {C.has_prompt("content")} AS has_prompt,
-        {C.has_input_or_output("content")} AS has_io, {C.has_retrieval_query("content")} AS has_query,
+    SELECT *, {Q.span_flags("content")},
         {C.has_documents("content", "retrieved_ids")} AS has_documents
     FROM spans_c
 ),
 per_trace AS (
     SELECT tenant, trace_id, min(start_time) AS first_start,
-        anyIf(content[{question}], mapContains(content, {question}) AND {_ROOT}) AS root_question,
-        anyIf(content[{question}], mapContains(content, {question})) AS any_question,
+        -- the question's spans (`trace_question_sql`): the root's or any ragmon.question, the chain, the
+        -- retriever, the answering call's prompt
+        {Q.PER_TRACE},
         argMaxIf(span_id, start_time, mapContains(content, {answer})) AS answer_span,
         argMaxIf(content[{answer}], start_time, mapContains(content, {answer})) AS direct_answer,
-        -- the app's own outermost span with an input or output (its chain, workflow or request span: the root,
-        -- or the top of the app's part of the trace under a server span): the user's question, the answer shown
-        argMinIf(content, start_time, stage IN ('request', 'other') AND has_io) AS chain_content,
-        argMaxIf(content, start_time, stage IN ('search', 'rerank') AND has_query) AS retrieval_content,
-        -- the LLM call that answered (the last with an output), and the prompt it was given
+        -- the LLM call that answered (the last with an output)
         argMaxIf(span_id, start_time, stage = 'generate' AND has_output) AS generate_span,
         argMaxIf(content, start_time, stage = 'generate' AND has_output) AS generate_content,
-        argMaxIf(content, (has_output, start_time), stage = 'generate' AND has_prompt) AS prompt_content,
         if(countIf({reranked}) > 0, argMaxIf({passage}, start_time, {reranked}),
             argMaxIf({passage}, start_time, {documents})) AS passage_source,
         arraySort(x -> x.1, groupArrayIf(
@@ -202,10 +198,8 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
         SELECT tenant, trace_id, feature, eval_run, release, environment, session, start_time, tool_calls, messages,
             entries, answer_span,
             generate_span, passage_span, sampling_reason, sampling_reasons, inclusion_probability,
-            -- the last user message of the answering call's prompt: the question of an app traced only at its client
-            multiIf(root_question != '', root_question, any_question != '', any_question, chain_input != '',
-                chain_input, retrieval_query != '', retrieval_query,
-                arrayReverse(arrayFilter(m -> m.1 = 'user' AND m.2 != '', messages))[1].2) AS question,
+            -- the question of the trace, as `trace_questions` has it too (`trace_question_sql`)
+            {Q.question("root_question", "any_question", "chain_input", "retrieval_query", "messages")} AS question,
             multiIf(answer_span != '', direct_answer, chain_output != '', chain_output, generate_output) AS answer,
             {C.document_ids("retrieved_ids", "output_docs")} AS ids,
             {C.document_scores("retrieved_ids", "retrieved_scores", "output_docs")} AS scores,
@@ -220,10 +214,10 @@ SELECT {", ".join(PAYLOAD_INSERT_COLUMNS)} FROM (
                 p.root_question AS root_question, p.any_question AS any_question,
                 p.answer_span AS answer_span, p.direct_answer AS direct_answer, p.generate_span AS generate_span,
                 p.entries AS entries, arrayMap(t -> (t.2, t.3, t.4), p.tools) AS tool_calls,
-                {C.prompt_messages("p.prompt_content")} AS messages,
-                {C.input_text("p.chain_content")} AS chain_input,
+                {Q.prompt_messages("p.prompt_content")} AS messages,
+                {Q.chain_input("p.chain_content")} AS chain_input,
                 {C.output_value_text("p.chain_content")} AS chain_output,
-                {C.retrieval_query("p.retrieval_content")} AS retrieval_query,
+                {Q.retrieval_query("p.retrieval_content")} AS retrieval_query,
                 if(p.generate_span != '', {C.output_text("p.generate_content")}, '') AS generate_output,
                 p.passage_source.1 AS passage_span, p.passage_source.2 AS passage_stage,
                 p.passage_source.3 AS retrieved_ids, p.passage_source.4 AS retrieved_scores,

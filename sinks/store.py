@@ -9,6 +9,7 @@ module that also states, as a Protocol, what its reader depends on:
     for_alerting.py   drift alerting: its signals' SQL and the alert rows it writes
     for_conversations.py  the conversation view: a session's turns, the sessions active lately, their scores
     for_feedback.py   end users' feedback: the receiver's writes, and the reads that use it
+    for_questions.py  recurring questions: each decided trace's question, its groups, the question-group view
     dashboard_queries.py  the dashboard: the report, and its views' SQL through `query`
 
 `store_base.py` holds what they all ride on: the backend, callers' reads under their budgets (`query`, `reading`,
@@ -27,6 +28,7 @@ from ragmon.sinks.for_conversations import ConversationMethods
 from ragmon.sinks.for_documents import DocumentMethods
 from ragmon.sinks.for_feedback import FeedbackMethods
 from ragmon.sinks.for_judge import JudgeMethods
+from ragmon.sinks.for_questions import QuestionMethods
 from ragmon.sinks.for_report import ReportMethods
 from ragmon.sinks.for_review import ReviewMethods
 from ragmon.sinks.for_sampler import SamplerMethods
@@ -58,6 +60,7 @@ class Store(
     ConversationMethods,
     DocumentMethods,
     FeedbackMethods,
+    QuestionMethods,
     StoreBase,
 ):
     """ragmon's ClickHouse store over one backend (chDB embedded or a ClickHouse server): each base class is one

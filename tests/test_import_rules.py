@@ -39,12 +39,13 @@ ALLOWED: dict[str, set[str]] = {
     "sampling": {SDK},
     "drift": {SDK, "sinks"},
     "dashboard": {SDK, "collectors", "sinks", "judges"},
-    "pipeline": {SDK, "collectors", "sinks", "judges", "sampling"},
-    "agent": {SDK, "collectors", "sinks", "judges", "sampling", "drift", "dashboard", "pipeline"},
+    "pipeline": {SDK, "collectors", "sinks", "judges", "sampling", "questions"},
+    "agent": {SDK, "collectors", "sinks", "judges", "sampling", "drift", "dashboard", "pipeline", "questions"},
     "commands": {SDK, "agent", "pipeline", "sinks", "judges", "sampling", "drift"},
     "evaluation": {SDK, "agent", "pipeline", "judges", "sinks", "demo", "commands"},
     "demo": {SDK, "agent", "commands", "sampling", "drift"},
     "cli": {SDK, "commands", "judges", "evaluation", "demo"},
+    "questions": {SDK},
 }
 
 
@@ -66,7 +67,7 @@ def module_name(path: Path) -> str:
 
 # Parts whose modules other parts reach only through the package itself (its `__init__` is the public surface).
 # `ragmon.cli` is the exception that names each command's own module, so `ragmon --help` loads only the one it runs.
-ONE_SURFACE = {"agent", "sampling", "drift", "dashboard", "commands", "pipeline"}
+ONE_SURFACE = {"agent", "sampling", "drift", "dashboard", "commands", "pipeline", "questions"}
 
 
 def imported(source: str, module: str) -> Iterator[tuple[int, str, list[str]]]:

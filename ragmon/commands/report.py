@@ -1,6 +1,6 @@
 """`ragmon report`: latency, errors, tokens and cost per feature and stage, what the tail sampler kept, judged
-quality, each release seen side by side, end users' feedback and the documents answers were built on, over one
-window of one traffic (of one release or environment when asked: --release, --environment)."""
+quality, each release seen side by side, end users' feedback, the most common questions and the documents answers
+were built on, over one window of one traffic (of one release or environment when asked: --release, --environment)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ragmon.commands.common import (
     traffic_of,
 )
 from ragmon.commands.feedback_section import format_feedback, read_feedback
+from ragmon.commands.report_questions import format_questions, most_common_questions
 
 REPORT_FIELDS = (
     "feature",
@@ -61,7 +62,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...], "releases": [...],'
-        ' "feedback": [...], "documents": {...}}, the sections of the text',
+        ' "feedback": [...], "questions": ..., "documents": {...}}, the sections of the text',
     )
     add_store_options(parser)
 
@@ -77,6 +78,7 @@ def report(args: argparse.Namespace) -> int:
     quality, quality_error = _section(args, "quality", traffic)
     releases, releases_error = _section(args, "releases", traffic)
     feedback, feedback_error = read_feedback(args, traffic)
+    questions, questions_error = most_common_questions(args, traffic)
     documents, documents_error = _documents(args, traffic)
     if args.json:
         unavailable = {
@@ -84,6 +86,7 @@ def report(args: argparse.Namespace) -> int:
             "quality": quality_error,
             "releases": releases_error,
             "feedback": feedback_error,
+            "questions": questions_error,
             "documents": documents_error,
         }
         document = {
@@ -97,6 +100,7 @@ def report(args: argparse.Namespace) -> int:
             "quality": quality,
             "releases": releases,
             "feedback": feedback,
+            "questions": questions,
             "documents": documents,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
@@ -113,6 +117,11 @@ def report(args: argparse.Namespace) -> int:
     print(f"\nreleases: unavailable ({releases_error})" if releases is None else "\n" + format_releases(releases))
     print(
         f"\nend-user feedback: unavailable ({feedback_error})" if feedback is None else "\n" + format_feedback(feedback)
+    )
+    print(
+        f"\nMost common questions: unavailable ({questions_error})"
+        if questions is None
+        else "\n" + format_questions(questions)
     )
     print(f"\ndocuments: unavailable ({documents_error})" if documents is None else "\n" + format_documents(documents))
     return 0

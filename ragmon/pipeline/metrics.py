@@ -122,6 +122,22 @@ def pipeline_families(pipeline: Pipeline) -> Iterator[Metric]:
         "Kept traces whose text went to payloads.",
         pipeline.decisions.counts["payloads_copied"],
     )
+    questions = pipeline.sampling.questions
+    if questions is not None:
+        traces = CounterMetricFamily(
+            "ragmon_question_traces",
+            "Decided traces the question stage read, by outcome: grouped, or without a captured question (no row).",
+            labels=["outcome"],
+        )
+        traces.add_metric(["grouped"], questions.counts["traces_grouped"])
+        traces.add_metric(["without_question"], questions.counts["traces_without_question"])
+        yield traces
+        groups = CounterMetricFamily(
+            "ragmon_question_groups", "Question groups started or evicted (memory bound).", labels=["event"]
+        )
+        for event in ("created", "evicted"):
+            groups.add_metric([event], questions.grouper.counts[f"groups_{event}"])
+        yield groups
     yield from pipeline.judging.collect()
 
 

@@ -21,6 +21,8 @@
    every kept trace that has a payload but neither a queue item nor a score (`judging.py`).
 7. **Roll up** (`rollups.Rollups`, driven by the sampling loop). Ranges whose traces are all decided enter the
    per-minute rollups that `ragmon report` and the drift rules read, exactly once (journal and token, as in 3).
+   Then (`questions.QuestionStage`, the same loop) each rolled-up range's questions are grouped into recurring
+   questions (`ragmon.questions`): `trace_questions` and `question_groups`, exactly once likewise.
 8. **Judge** (`judging.JudgeService` → `judges/worker.py`). A worker leases queued traces, reads their payloads,
    scores them with the configured judge and writes `scores`; a lease that expires (a worker killed) is judged
    again, and fencing tokens keep it to one score.
@@ -44,10 +46,12 @@ from ragmon.health import HealthRegistry
 from ragmon.pipeline.decisions import DecisionSink
 from ragmon.pipeline.intake import IngestSeq, WalIntake
 from ragmon.pipeline.judging import Judging
+from ragmon.pipeline.questions import QuestionStage
 from ragmon.pipeline.sampling_loop import SamplingLoop, StoredRanges
 from ragmon.pipeline.sampling_tally import SamplingTally
 from ragmon.pipeline.wal import WriteAheadLog
 from ragmon.pipeline.writer import StoreWriter
+from ragmon.questions import QuestionGrouper, choose
 from ragmon.sampling import DecidedTrace, Sampler
 from ragmon.settings import Settings
 from ragmon.sinks import Store
@@ -99,8 +103,10 @@ class Pipeline:
                 health=health,
             )
             self.sampler = sampler
+            # 7b. group questions: after the roll-up, the same ranges (questions.py)
+            questions = _question_stage(settings, store, state_dir, seq, self.writer.log_id)
             self.sampling = SamplingLoop(
-                store, sampler, self, ranges, state_dir, self.writer.log_id, seq=seq, health=health
+                store, sampler, self, ranges, state_dir, self.writer.log_id, seq=seq, health=health, questions=questions
             )
         except BaseException:
             if (judging := getattr(self, "judging", None)) is not None:
@@ -164,3 +170,17 @@ class Pipeline:
             log.exception("could not write the last sampling counts")
         self.judging.stop(timeout_s)
         self.wal.close()
+
+
+def _question_stage(
+    settings: Settings, store: Store, state_dir: Path, seq: IngestSeq, log_id: str
+) -> QuestionStage | None:
+    """The question stage as `agent.questions` says (None: off)."""
+    config = settings.agent.questions
+    if not config.enabled:
+        return None
+    encoder = choose(
+        config.grouper, lexical_threshold=config.lexical_threshold, minilm_threshold=config.minilm_threshold
+    )
+    grouper = QuestionGrouper(encoder, max_groups=config.max_groups_per_feature, cache_size=config.cache_size)
+    return QuestionStage(store, grouper, state_dir, seq, log_id)

@@ -33,7 +33,7 @@ from ragmon.sinks.errors import StoreError
 from ragmon.sinks.for_sampler import SamplerStore
 
 if TYPE_CHECKING:
-    pass
+    from ragmon.pipeline.questions import QuestionStage
 
 log = logging.getLogger("ragmon.agent")
 
@@ -112,6 +112,7 @@ class SamplingLoop:
         seq: IngestSeq | None = None,
         tick_interval_s: float = 0.1,
         health: HealthRegistry | None = None,
+        questions: QuestionStage | None = None,
     ) -> None:
         self.store = store
         self.sampler = sampler
@@ -121,6 +122,11 @@ class SamplingLoop:
         self.tick_interval_s = tick_interval_s
         self.sampler_cursor = Cursor(Path(state_dir) / "sampler.cursor")
         self.rollups = Rollups(store, Path(state_dir), self.seq, log_id)
+        # recurring questions: grouped after the roll-up, over the ranges it has done (questions.py)
+        self.questions = questions
+        self._questions_health: Component | None = None
+        if health is not None and questions is not None:
+            self._questions_health = health.component("questions", stall_after_s=ROLLUPS_STALL_AFTER_S)
         self._health: tuple[Component, Component] | None = None
         if health is not None:
             self._health = (
@@ -142,6 +148,8 @@ class SamplingLoop:
         # No sampler cursor yet: the sampler never saved one (an agent killed within its first second), so it has
         # seen nothing for sure — from the log's start. Its ranges are then rolled up once it has decided them.
         low_water = self.sampler_cursor.load() or Position(0, 0)
+        if self.questions is not None:
+            self.questions.recover(stored, self.seq.of(low_water))
         if stored is not None and low_water <= stored:
             self._feed(self.seq.of(low_water), self.seq.of(stored))
             self._sampled_to = self.seq.of(stored)
@@ -169,6 +177,10 @@ class SamplingLoop:
             self.roll_up(final=True)
         except Exception:  # the store went away: the next start rolls these ranges up
             log.exception("could not roll up the last stored requests before stopping")
+        try:
+            self.group_questions(final=True)
+        except Exception:  # the store went away: the next start groups these ranges
+            log.exception("could not group the last questions before stopping")
 
     def save_cursor_after_decisions(self) -> None:
         """After a stop, once the decided traces' consequences are durable (the pipeline flushed its payload copies):
@@ -220,10 +232,36 @@ class SamplingLoop:
                             rollups.failing(self.rollups.recovery.last_error)
                         else:
                             rollups.ok()
+                self._group_questions_tick()
         finally:
-            for component in (sampling, rollups):
+            for component in (sampling, rollups, self._questions_health):
                 if component is not None:
                     component.stopped(expected=self._stop.is_set())
+
+    def _group_questions_tick(self) -> None:
+        questions, component = self.questions, self._questions_health
+        if questions is None:
+            return
+        try:
+            self.group_questions()
+        except Exception as exc:  # held off by the stage's own backoff; the range waits, the loop goes on
+            self.counts["question_errors"] += 1
+            if component is not None:
+                component.failing(exc)
+        else:
+            if component is not None:
+                if questions.recovery.failing:
+                    component.failing(questions.recovery.last_error)
+                else:
+                    component.ok()
+
+    def group_questions(self, *, final: bool = False) -> None:
+        """Group the questions of the ranges rolled up and not grouped yet (`questions.py`)."""
+        if self.questions is None:
+            return
+        began = time.perf_counter()
+        if self.questions.group(self.rollups.rolled_to, stored_to=self.ranges.stored_to, final=final):
+            self.seconds["questions"] += time.perf_counter() - began
 
     def sample_stored(self) -> None:
         """Feed the sampler every range stored since it last looked, in one query (called by the loop; directly by
@@ -231,6 +269,9 @@ class SamplingLoop:
         taken = self.ranges.take()
         if taken is None:
             return
+        if self.questions is not None:  # before the feed: the traces it completes began at or after this
+            held = self.sampler.low_water_seq()
+            self.questions.seen(taken[1], taken[0] if held is None else min(held, taken[0]))
         try:
             self._feed(*taken)
         except StoreError as exc:
@@ -249,7 +290,9 @@ class SamplingLoop:
     @property
     def settled(self) -> bool:
         """Everything stored has been sampled and rolled up (for whoever waits for the pipeline: the demo, tests)."""
-        return not self.ranges.waiting and (self._sampled_to is None or self.rollups.rolled_to == self._sampled_to)
+        rolled = self._sampled_to is None or self.rollups.rolled_to == self._sampled_to
+        grouped = self.questions is None or self.questions.grouped_to == self.rollups.rolled_to
+        return not self.ranges.waiting and rolled and grouped
 
     def roll_up(self, *, final: bool = False) -> None:
         """Roll up the ranges whose traces the sampler has all decided (`final`: now, not at most once per

@@ -13,6 +13,7 @@ from ragmon.sinks.for_conversations import ConversationMethods, ConversationStor
 from ragmon.sinks.for_documents import DocumentMethods, DocumentStore
 from ragmon.sinks.for_feedback import FeedbackMethods, FeedbackStore
 from ragmon.sinks.for_judge import JudgeMethods, JudgeQueueStore, JudgeStore
+from ragmon.sinks.for_questions import QuestionMethods, QuestionStore, QuestionViewStore
 from ragmon.sinks.for_report import ReportMethods, ReportStore
 from ragmon.sinks.for_review import ReviewMethods, ReviewStore
 from ragmon.sinks.for_sampler import SamplerMethods, SamplerStore
@@ -30,6 +31,7 @@ GROUPS = (
     ConversationMethods,
     DocumentMethods,
     FeedbackMethods,
+    QuestionMethods,
     StoreBase,
 )
 PROTOCOLS = (
@@ -44,6 +46,8 @@ PROTOCOLS = (
     ConversationStore,
     DocumentStore,
     FeedbackStore,
+    QuestionStore,
+    QuestionViewStore,
 )
 
 

@@ -193,6 +193,10 @@ class AgentSettings(_Section):
     feedback_burst: int = Field(default=20, ge=1)  # per key: requests allowed at once before the rate applies
     feedback_max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)  # larger: 413
     feedback_max_items: int = Field(default=100, ge=1, le=10_000)  # items per request; more: 413
+    # Feedback is acknowledged once stored; requests waiting for the store share one INSERT (group commit). Body bytes
+    # of the requests waiting; past it 429 `busy` with Retry-After.
+    feedback_max_waiting_bytes: int = Field(default=16 * 1024**2, ge=64 * 1024)
+    feedback_wait_s: float = Field(default=10.0, gt=0, le=300)  # a request not stored in time is answered 503 (retry)
 
     @model_validator(mode="after")
     def _tenant_budgets(self) -> AgentSettings:

@@ -20,10 +20,12 @@ from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE, D
 
 from tests.dashboard.known_rows import Trace, alert, insert_traces, payload, request, score, span_id, utc
 from tests.labels import known_labels
+from tests.support import release_rows
 from tests.support.span_rows import SpanBatch, insert_spans
 
 TENANTS = {"acme": "docs-qa", "globex": "globex-qa"}  # tenant -> its feature
 GLOBEX_JUDGE = "globex-judge-v1"
+SHARED = "shared-qa"  # a feature both tenants send, with two releases (compare)
 
 
 def fill(store: Store, now_s: float | None = None) -> None:
@@ -82,6 +84,22 @@ def fill(store: Store, now_s: float | None = None) -> None:
         for n, (tenant, trace_id) in enumerate([*((t.tenant, t.trace_id) for t in traces), *labelled])
     )
 
+    _releases(store, now_s)
+
+
+def _releases(store: Store, now_s: float) -> None:
+    """Two releases of one feature both tenants share, each tenant with a question group and paragraph of its own
+    (globex's say so), for `compare`: a comparison over every tenant mixes both, each tenant's holds its own. Hours
+    back, outside the commands' window, so the report and the alerts' history stay the case's own."""
+    for i, tenant in enumerate(TENANTS):
+        group = release_rows.Group(f"{tenant}-g", f"{tenant} question?", 1.0, (f"{tenant}-para",))
+        stretches = [
+            release_rows.Traffic(
+                f"r{n}", now_s - 4 * 3600 + 1200 * n, 30, 20.0, (group,), feature=SHARED, tenant=tenant
+            )
+            for n in (1, 2)
+        ]
+        release_rows.write(store, stretches, seed=i)
 
 
 def _documents(store: Store, traces: list[Trace], now_s: float) -> None:

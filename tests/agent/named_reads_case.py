@@ -15,7 +15,8 @@ import time
 from datetime import UTC, datetime
 
 from ragmon.sinks import Store, open_store
-from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE
+from ragmon.sinks.documents_rollup_sql import documents_rollup_sql
+from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE, Ddl
 
 from tests.dashboard.known_rows import Trace, alert, insert_traces, payload, request, score, span_id, utc
 from tests.labels import known_labels
@@ -121,7 +122,7 @@ def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
             "status": "ok", "error_type": "", "model": "", "provider": "", "input_tokens": 0, "output_tokens": 0,
             "cached_input_tokens": 0, "cost_usd": None, "top1_score": None, "similarity_gap": None,
             "norm_deviation": None, "ttft_ms": None, "retrieved_ids": [f"c{k}", f"c{k}b"],
-            "retrieved_scores": [0.9, 0.8], "retrieved_sources": docs, "attributes": {}, "ingest_seq": 0,
+            "retrieved_scores": [0.9, 0.8], "retrieved_sources": docs, "attributes": {}, "ingest_seq": 1,
         }  # fmt: skip
         for name, value in row.items():
             getattr(batch, name).append(value)
@@ -142,6 +143,9 @@ def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
             }
         )
     insert_spans(store, batch)
+    # their documents into the document rollups, as the agent's roll-up does once they are decided (not the span
+    # rollup: these search spans would add calls, and minutes, to the report's rows)
+    store.backend.execute(documents_rollup_sql(Ddl(store.topology)), {"seq_from": 1, "seq_to": 1})
     store._insert_rows(TRACE_QUESTIONS_TABLE, TRACE_QUESTION_COLUMNS, questions, None)
 
 

@@ -483,6 +483,46 @@ def test_a_canary_alert_opens_the_release_comparison(agent: AgentProcess, page: 
     assert errors.locator("td").nth(5).text_content() == "240 / 240"
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-compare.png"), full_page=True)
+
+
+def test_the_documents_view_shows_paragraphs_problem_documents_and_the_release_form(
+    agent: AgentProcess, page: Any
+) -> None:
+    from tests.dashboard import documents_probe as probe
+
+    sent = _run("-m", "tests.dashboard.documents_probe", agent.otlp_http, KEY, timeout_s=120)
+    assert sent.returncode == 0, sent.stderr[-3000:]
+
+    def probe_documents() -> list[dict[str, Any]]:
+        rows = _read_json(agent, "documents", since_s="3600", feature=probe.FEATURE)
+        return rows if isinstance(rows, list) else []
+
+    # the agent rolls a range's documents up once the sampler has decided its traces
+    _wait_until(lambda: sum(d["retrieved"] for d in probe_documents()) == 2 * probe.REQUESTS, "the probe's documents")
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.select_option("#feature", probe.FEATURE)  # the demo's documents beside it could outnumber the list
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.click("#documents-link")
+    page.wait_for_selector("body[data-loaded=documents]", timeout=30_000)
+    row = page.locator("#documents-top tr.document-row", has_text=probe.PARAGRAPH)
+    assert row.count() == 1
+    cells = row.locator("td").all_text_contents()
+    # feature, document, retrieved, traces, mean rank, first, chunks: the paragraph, re-chunked, is one document
+    assert cells[:7] == [probe.FEATURE, probe.PARAGRAPH, str(probe.REQUESTS), str(probe.REQUESTS), "1.0",
+                         str(probe.REQUESTS), "2"]  # fmt: skip
+    other = page.locator("#documents-top tr.document-row", has_text=probe.OTHER)
+    assert other.locator("td").nth(4).text_content() == "2.0"  # always second
+    assert page.locator("#documents-problems tbody tr").count() >= 1  # problem rows, or the line saying there are none
+
+    page.fill("#documents-release-a", "v1")
+    page.fill("#documents-release-b", "v2")
+    page.click("#documents-shift-go")
+    page.wait_for_selector("body[data-shift='v1..v2']", timeout=30_000)
+    assert page.locator("#documents-shift-groups li").count() >= 1  # the groups, or the line saying there are none
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-documents.png"), full_page=True)
     assert page.evaluate("window.__cspViolations") == []
     assert page.errors == []  # type: ignore[attr-defined]
 

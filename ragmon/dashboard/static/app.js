@@ -165,7 +165,7 @@
   }
 
   function showSection(name) {
-    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "compare", "feedback"]) $(id).hidden = id !== name;
+    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "compare", "feedback", "documents"]) $(id).hidden = id !== name;
     $("controls").classList.toggle("disabled", name === "login");
   }
 
@@ -789,6 +789,7 @@
     showSection, showBanner, handleError, fmtTime, fmtShortTime, fmtScore, fmtPct, verdictTone, TRACE_ID, stopRefresh,
     addRoute: (pattern, handler) => extraRoutes.push({ pattern, handler }),
     nextSeq: () => ++state.seq, isCurrent: (seq) => seq === state.seq,
+    windowParams, // the window, feature and traffic chosen above, as a read's parameters (documents.js)
   });
 
   document.addEventListener("DOMContentLoaded", init);

@@ -14,6 +14,9 @@ judge's and the sampler's name their tenant in the SQL.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from ragmon.sinks import content_sql as C
 from ragmon.sinks.backend import quote_string as quote
 from ragmon.sinks.dialects import ragmon_names as RAGMON
@@ -145,24 +148,53 @@ def _captured_texts(ddl: Ddl, traces: str) -> str:
     )"""
 
 
-def _earlier(ddl: Ddl, targets: str) -> str:
-    """(target, tenant, trace_id, started, first_seq, turn) of the last {turns:UInt32} turns before each target of the
-    subquery `targets` (tenant, trace_id), within {window_s:UInt32} seconds before it, newest first (turn 1 is the
-    one just before)."""
+# The traces whose earlier turns are read, as parameters: aligned arrays of tenant, trace id, session and start
+# (unix nanoseconds), taken from their payloads (`sessioned_payloads_sql`) — never from a scan of `spans`.
+_TARGETS = (
+    "SELECT t.1 AS tenant, t.2 AS trace_id, t.3 AS session, fromUnixTimestamp64Nano(t.4) AS started FROM (SELECT"
+    " arrayJoin(arrayZip({t_tenants:Array(String)}, {t_ids:Array(String)}, {t_sessions:Array(String)},"
+    " {t_started:Array(Int64)})) AS t)"
+)
+
+
+def target_params(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`sessioned_payloads_sql` rows as the `_TARGETS` parameters."""
+    return {
+        "t_tenants": [str(r["tenant"]) for r in rows],
+        "t_ids": [str(r["trace_id"]) for r in rows],
+        "t_sessions": [str(r["session"]) for r in rows],
+        "t_started": [int(r["started_ns"]) for r in rows],
+    }
+
+
+def sessioned_payloads_sql(ddl: Ddl, *, follow_ups_only: bool) -> str:
+    """Params: tenants, trace_ids (JSON arrays, aligned). Those traces' payloads that name a session (v10): tenant,
+    trace_id, session, start (unix ns) — with `follow_ups_only`, only those whose question is a follow-up
+    (`ragmon.conversation`). What the earlier-turn reads start from; empty, they are not run at all."""
+    pairs = (
+        "SELECT arrayJoin(arrayZip(JSONExtract({tenants:String}, 'Array(String)'),"
+        " JSONExtract({trace_ids:String}, 'Array(String)')))"
+    )
+    follow_up = f" AND {follow_up_condition('question')}" if follow_ups_only else ""
     return f"""
-    targets AS (
-        SELECT tenant, trace_id, {_TRACE_SESSION} AS session, min(start_time) AS started
-        FROM {ddl.table("spans")}
-        WHERE (tenant, trace_id) IN ({targets})
-        GROUP BY tenant, trace_id
-        HAVING session != ''
-    ),
+SELECT tenant, trace_id, session, toUnixTimestamp64Nano(start_time) AS started_ns
+FROM {ddl.table("payloads")} FINAL
+WHERE (tenant, trace_id) IN ({pairs}) AND session != ''{follow_up}"""
+
+
+def _earlier(ddl: Ddl) -> str:
+    """(target, tenant, trace_id, started, first_seq, turn) of the last {turns:UInt32} turns before each target
+    (`_TARGETS`), within {window_s:UInt32} seconds before it, newest first (turn 1 is the one just before). The
+    session's traces are found through the spans' session index, from the earliest target's start less the window."""
+    return f"""
+    targets AS ({_TARGETS}),
     session_traces AS (
         SELECT tenant, trace_id, any(s.session) AS trace_session, min(s.start_time) AS started,
             min(s.ingest_seq) AS first_seq
         FROM {ddl.table("spans")} AS s
-        WHERE s.session IN (SELECT session FROM targets)
-            AND s.start_time >= (SELECT min(started) FROM targets) - toIntervalSecond({{window_s:UInt32}})
+        WHERE s.session IN {{t_sessions:Array(String)}}
+            AND s.start_time >= fromUnixTimestamp64Nano(arrayMin({{t_started:Array(Int64)}}))
+                - toIntervalSecond({{window_s:UInt32}})
         GROUP BY tenant, trace_id
     ),
     earlier AS (
@@ -177,12 +209,11 @@ def _earlier(ddl: Ddl, targets: str) -> str:
 
 
 def earlier_turns_sql(ddl: Ddl) -> str:
-    """Params: tenant, trace_ids, turns, window_s. For each of the traces that has a session, the question and
+    """Params: the targets (`_TARGETS`: traces with a session), turns, window_s. For each target, the question and
     answer of its last `turns` earlier turns (within `window_s` before it), oldest first: from the turn's payload,
     else from its captured text while `span_content` holds it. What the judge is given for a follow-up."""
-    targets = "SELECT {tenant:String}, arrayJoin({trace_ids:Array(String)})"
     return f"""
-WITH {_earlier(ddl, targets)},
+WITH {_earlier(ddl)},
 captured AS ({_captured_texts(ddl, "SELECT tenant, trace_id FROM wanted")}
 ),
 kept AS (
@@ -198,19 +229,10 @@ ORDER BY target, turn DESC"""
 
 
 def conversation_turns_to_copy_sql(ddl: Ddl) -> str:
-    """Params: tenants, trace_ids (JSON arrays, aligned: traces just kept), turns, window_s. The earlier turns, not
-    kept themselves, of those kept traces that are follow-ups (`ragmon.conversation`, tested on the kept turn's
-    copied question): what the sampler copies beside them (`Store.copy_conversation_turns`)."""
-    kept = (
-        "SELECT arrayJoin(arrayZip(JSONExtract({tenants:String}, 'Array(String)'),"
-        " JSONExtract({trace_ids:String}, 'Array(String)')))"
-    )
-    follow_ups = (
-        f"SELECT tenant, trace_id FROM {ddl.table('payloads')} FINAL"
-        f" WHERE (tenant, trace_id) IN ({kept}) AND {follow_up_condition('question')}"
-    )
+    """Params: the targets (`_TARGETS`: kept follow-ups with a session), turns, window_s. Their earlier turns not
+    kept themselves: what the sampler copies beside them (`Store.copy_conversation_turns`)."""
     return f"""
-WITH {_earlier(ddl, follow_ups)}
+WITH {_earlier(ddl)}
 SELECT tenant, trace_id, min(first_seq) AS first_ingest_seq FROM wanted
 WHERE (tenant, trace_id) NOT IN (SELECT tenant, trace_id FROM {ddl.table("payloads")}
     WHERE (tenant, trace_id) IN (SELECT tenant, trace_id FROM wanted))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ragmon.sinks.conversation_sql import earlier_turns_sql
+from ragmon.sinks.conversation_sql import earlier_turns_sql, sessioned_payloads_sql, target_params
+from ragmon.sinks.inserts import json_param
 from ragmon.sinks.sampler_sql import payloads_for_judging_sql, unjudged_payloads_sql
 from ragmon.sinks.schema import SCORE_COLUMNS
 from ragmon.sinks.store_base import StoreBase
@@ -46,9 +47,15 @@ class JudgeMethods(StoreBase):
         params = {"tenant": tenant, "trace_ids": list(trace_ids)}
         rows = self._select(payloads_for_judging_sql(self._ddl), params, readonly=True)
         found = {row["trace_id"]: {**row, "earlier_turns": []} for row in rows}
-        if found:
+        pairs = {"tenants": json_param([tenant] * len(found)), "trace_ids": json_param(list(found))}
+        targets = (
+            self._select(sessioned_payloads_sql(self._ddl, follow_ups_only=False), pairs, readonly=True)
+            if found
+            else []
+        )
+        if targets:  # only traces with a session have earlier turns
             turns = {"turns": EARLIER_TURNS, "window_s": EARLIER_TURNS_WINDOW_S}
-            earlier = self._select(earlier_turns_sql(self._ddl), {**params, **turns}, readonly=True)
+            earlier = self._select(earlier_turns_sql(self._ddl), {**target_params(targets), **turns}, readonly=True)
             for turn in earlier:  # oldest first
                 if turn["target"] in found:
                     found[turn["target"]]["earlier_turns"].append(

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 from ragmon.sinks.arrow import to_rows
 from ragmon.sinks.backend import Settings
-from ragmon.sinks.conversation_sql import conversation_turns_to_copy_sql
+from ragmon.sinks.conversation_sql import conversation_turns_to_copy_sql, sessioned_payloads_sql, target_params
 from ragmon.sinks.documents_rollup_sql import documents_rollup_sql
 from ragmon.sinks.inserts import INSERT_SETTINGS, json_param
 from ragmon.sinks.rollup_sql import rollup_sql
@@ -129,12 +129,16 @@ class SamplerMethods(StoreBase):
         judges or counts them (`ragmon.pipeline.decisions`). Returns how many turns were copied."""
         if not kept:
             return 0
-        params: dict[str, Any] = {
+        pairs = {
             "tenants": json_param([str(row["tenant"]) for row in kept]),
             "trace_ids": json_param([str(row["trace_id"]) for row in kept]),
-            "turns": EARLIER_TURNS,
-            "window_s": CONVERSATION_WINDOW_S,
         }
+        # the kept follow-ups that name a session, from their payloads just copied: most batches have none, and
+        # then nothing reads `spans`
+        targets = self._select(sessioned_payloads_sql(self._ddl, follow_ups_only=True), pairs, readonly=True)
+        if not targets:
+            return 0
+        params = {**target_params(targets), "turns": EARLIER_TURNS, "window_s": CONVERSATION_WINDOW_S}
         turns = self._select(conversation_turns_to_copy_sql(self._ddl), params, readonly=True)
         self.copy_payloads(
             [

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -210,6 +210,7 @@ LABEL_ORDER = "tenant, metric, trace_id, reviewer"
 # it can be compared across releases. `trace_questions`: one row per trace (kept or not: the grouping reads the
 # text `span_content` holds for every trace); `question_groups`: one row per group, its latest state.
 TRACE_QUESTIONS_TABLE = "trace_questions"
+TRACE_HASH = "cityHash64(trace_id)"  # v12: `trace_questions.trace_hash`; a score's trace is found by it
 TRACE_QUESTION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
     ("trace_id", "String"),
@@ -310,6 +311,28 @@ SAMPLING_COLUMNS: tuple[tuple[str, str], ...] = (
 HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
+
+
+# v12: the question-group view reads whole hours from `trace_questions_1h` (a view on `trace_questions` writes it
+# as the stage inserts) and only the window's edges from `trace_questions` itself; judged quality looks up the
+# scored traces' groups by `trace_hash` (a number, not a 32-character string: over a day's two million rows the
+# string set was most of the view's time).
+QUESTION_HOUR_ROLLUP_TABLE = "trace_questions_1h"
+QUESTION_EXAMPLES = 3  # askings kept per group and hour
+QUESTION_HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("hour", "DateTime"),
+    ("tenant", "LowCardinality(String)"),
+    ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),
+    ("release", "LowCardinality(String)"),
+    ("environment", "LowCardinality(String)"),
+    ("group_id", "String"),
+    ("requests", "SimpleAggregateFunction(sum, UInt64)"),
+    ("failed", "SimpleAggregateFunction(sum, UInt64)"),  # requests that had an error
+    ("duration_q", f"AggregateFunction({DURATION_STATE}, Float64)"),  # the request duration's sketch, as the rollups'
+    ("examples", f"AggregateFunction(groupUniqArray({QUESTION_EXAMPLES}), String)"),  # askings, as asked
+)
+QUESTION_HOUR_ROLLUP_ORDER = "hour, tenant, feature, eval_run, release, environment, group_id"
 
 
 def quote_identifier(name: str) -> str:
@@ -498,6 +521,19 @@ def hour_rollup_select(ddl: Ddl) -> str:
     )
 
 
+def question_hour_rollup_select(ddl: Ddl) -> str:
+    """`trace_questions` rows → their group's hour: requests, failed, the duration sketch, a few askings."""
+    return (
+        "SELECT toStartOfHour(toDateTime(q.start_time)) AS hour, q.tenant AS tenant, q.feature AS feature,\n"
+        "    q.eval_run AS eval_run, q.release AS release, q.environment AS environment, q.group_id AS group_id,\n"
+        "    count() AS requests, sum(q.failed) AS failed,\n"
+        f"    {_state(DURATION_STATE, 'State')}(q.duration_ms) AS duration_q,\n"
+        f"    groupUniqArrayState({QUESTION_EXAMPLES})(q.question) AS examples\n"
+        f"FROM {ddl.local(TRACE_QUESTIONS_TABLE)} AS q\n"
+        "GROUP BY hour, tenant, feature, eval_run, release, environment, group_id"
+    )
+
+
 def _feedback_select(ddl: Ddl) -> str:
     names = ", ".join(quote_identifier(name) for name, _ in FEEDBACK_COLUMNS)
     return f"SELECT {names} FROM {ddl.local(FEEDBACK_WRITES_TABLE)}"
@@ -637,7 +673,18 @@ TABLES: tuple[Table, ...] = (
         partition_by="toYYYYMMDD(start_time)",
         ttl=("start_time", "spans_days"),
         sharded_by=TRACE_SHARDING_KEY,
+        # v12: the trace id as a number, which the view's judged-quality lookup reads instead of the string
+        engine_columns=(("trace_hash", f"UInt64 MATERIALIZED {TRACE_HASH}"),),
         settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
+        QUESTION_HOUR_ROLLUP_TABLE,
+        QUESTION_HOUR_ROLLUP_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=QUESTION_HOUR_ROLLUP_ORDER,  # time first, as the rollups
+        partition_by="toYYYYMM(hour)",
+        ttl=("hour", "rollups_days"),
+        sharded_by="cityHash64(tenant, feature, group_id)",
     ),
     Table(
         QUESTION_GROUPS_TABLE,
@@ -679,6 +726,8 @@ VIEWS: tuple[View, ...] = (
     View(f"{LABELS_TABLE}_mv", LABELS_TABLE, _label_select),
     # One INSERT into the feedback log records it and makes it the voter's latest.
     View(f"{FEEDBACK_TABLE}_mv", FEEDBACK_TABLE, _feedback_select),
+    # v12: every grouped trace counts in its group's hour as the question stage inserts it.
+    View(f"{QUESTION_HOUR_ROLLUP_TABLE}_mv", QUESTION_HOUR_ROLLUP_TABLE, question_hour_rollup_select),
 )
 
 
@@ -722,6 +771,8 @@ TENANT_TABLES = (
     FEEDBACK_WRITES_TABLE,
     FEEDBACK_TABLE,
     f"{FEEDBACK_TABLE}_mv",
+    QUESTION_HOUR_ROLLUP_TABLE,
+    f"{QUESTION_HOUR_ROLLUP_TABLE}_mv",
     # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
     *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
 )

@@ -163,11 +163,14 @@ def assemble_question_groups(
         totals[period] = totals.get(period, 0) + int(row["requests"])
         by_key.setdefault((str(row["tenant"]), str(row["feature"]), str(row["group_id"])), {})[period] = row
     judged: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    traces: dict[tuple[str, str, str], set[str]] = {}
     described: dict[tuple[str, str, str], dict[str, Any]] = {}
     for row in details:
         key = (str(row["tenant"]), str(row["feature"]), str(row["group_id"]))
         if row["metric"]:
             judged.setdefault((*key, int(row["period"])), []).append(row)
+            if int(row["period"]) == 1:  # a judged row's `examples` are its trace ids
+                traces.setdefault(key, set()).update(str(t) for t in row["examples"] or [])
         else:
             described[key] = row
     out = []
@@ -192,6 +195,7 @@ def assemble_question_groups(
                 "group_id": gid,
                 "label": str(about.get("label") or (examples[0] if examples else "")),
                 "examples": examples,
+                "trace_ids": sorted(traces.get(key, set()))[:10],  # judged traces of the window: the trace view's
                 **now,
                 "previous": before,
                 "change": change,

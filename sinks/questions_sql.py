@@ -161,7 +161,8 @@ def question_details_sql(
 ) -> tuple[str, dict[str, Any]]:
     """For the groups ranked first (`groups`, their ids): each one's label and up to three askings from the
     window (`period` 1, `metric` ''), and per period and metric the judged quality weighted by
-    inclusion probability (`quality.weighted_sums`) and the refusals. Judged quality starts from the scores (a
+    inclusion probability (`quality.weighted_sums`), the refusals and up to ten judged trace ids (in `examples`:
+    kept traces, whose text and scores the trace view shows). Judged quality starts from the scores (a
     small kept share) and finds their traces' groups by `trace_hash`, so it never builds a set of every trace."""
     params, shared = _view_params(start_s, end_s, feature, traffic)
     params["groups"] = list(groups)
@@ -198,7 +199,8 @@ LEFT JOIN (
 GROUP BY tenant, feature, group_id
 UNION ALL
 SELECT t.tenant AS tenant, t.feature AS feature, t.group_id AS group_id, t.period AS period, s.metric AS metric,
-    CAST([] AS Array(String)) AS examples, '' AS label, count() AS judged, countIf(has(s.flags, 'refusal')) AS refusals,
+    groupUniqArray(10)(t.trace_id) AS examples, '' AS label, count() AS judged,
+    countIf(has(s.flags, 'refusal')) AS refusals,
     {weighted_sums("s.")}
 FROM (
     SELECT tenant, trace_id, feature, group_id, toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period

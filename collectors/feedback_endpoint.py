@@ -5,32 +5,35 @@ Order of checks, all on the request's head before a body byte is read: CORS (an 
 `OPTIONS` is the preflight: 204 for a listed origin) → method (405) → key (401: the tenant's API key or one of its
 feedback keys; a feedback key writes nothing else, and this is the only route that takes one) → the key's rate limit
 (429 + Retry-After) → framing (411) → content type (415: `application/json`) → then the server's: body size (413),
-memory guard (429), in-flight bytes (503). Once the body is here, writes in flight are capped (429 + Retry-After:
-feedback must not take the receiver's threads from spans). The body is then parsed (`feedback_items.py`: 400
-malformed JSON or unknown field, 413 too many items or a field too long, 422 a bad value) and written; every
-refusal is JSON, `{"error": code, "message": text}`. CORS answers echo a listed origin (never `*`) with
-`Vary: Origin`; credentials are not allowed — the key travels in a header the page sets, not in a cookie.
+memory guard (429), in-flight bytes (503). The body is then parsed in the server's pool (`feedback_items.py`: 400
+malformed JSON or unknown field, 413 too many items or a field too long, 422 a bad value) and its rows handed to the
+group commit (`feedback_commit.py`); every refusal is JSON, `{"error": code, "message": text}`. CORS answers echo a
+listed origin (never `*`) with `Vary: Origin`; credentials are not allowed — the key travels in a header the page
+sets, not in a cookie.
 
-Acknowledged means stored: the handler answers 200 only after the store took the rows (one INSERT, the same
-engine-side deduplication as every batch), and 503 + Retry-After when it could not, so the sender retries and
-nothing acknowledged is lost. Why not the spans' write-ahead log: feedback is a few rows per user action, not a
-stream, so one synchronous insert costs less than a log, a writer and a cursor; spans need the log because the
-store is slower than their arrival, feedback does not (docs/feedback.md).
+Acknowledged means stored: the handler answers 200 only after the store took the rows. Concurrent requests share
+one INSERT (the committer's writer takes every request waiting), and a request waits for it on the server's loop,
+not in a pool thread, so feedback never holds the threads spans are decoded on. The answers past parsing: 429
+`busy` + Retry-After when too much feedback already waits (rows, bytes or requests: the committer's caps), 503
+`store_unavailable` + Retry-After when the store refused the batch, the wait passed its deadline or the agent is
+stopping — nothing acknowledged is lost, and the sender's retry is counted once. Why not the spans' write-ahead
+log: feedback is a few rows per user action, not a stream; waiting for the store costs less than a log, a writer
+and a cursor, and group commit makes it cheap enough (docs/feedback.md).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, Protocol
 
 from ragmon.collectors.auth import ApiKeyAuth
 from ragmon.collectors.counters import CollectorCounters
-from ragmon.collectors.errors import Backpressure, ConsumerUnavailable
+from ragmon.collectors.feedback_commit import FeedbackCommitter, Outcome
 from ragmon.collectors.feedback_items import FeedbackRefused, parse_feedback
 from ragmon.collectors.feedback_keys import FeedbackKeys
 from ragmon.collectors.http_server import Handle, Reply, RequestHead
@@ -47,7 +50,7 @@ _PREFLIGHT_MAX_AGE_S: Final = "600"
 
 
 class FeedbackWriter(Protocol):
-    """Stores rows before returning; raises `Backpressure`/`ConsumerUnavailable` when it cannot (the agent's store)."""
+    """Stores rows before returning (one INSERT); raises `Backpressure`/`ConsumerUnavailable` when it cannot."""
 
     def __call__(self, rows: list[dict[str, Any]]) -> None: ...
 
@@ -64,22 +67,37 @@ class FeedbackEndpoint:
         burst: int = 20,
         max_body_bytes: int = 64 * 1024,
         max_items: int = 100,
-        max_writes_in_flight: int = 1,
+        max_waiting_rows: int = 50_000,
+        max_waiting_bytes: int = 16 * 1024 * 1024,
+        max_waiting_requests: int = 4096,
+        wait_s: float = 10.0,
         counters: CollectorCounters | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._write = write
+        self.committer = FeedbackCommitter(
+            write,
+            max_waiting_rows=max_waiting_rows,
+            max_waiting_bytes=max_waiting_bytes,
+            max_waiting_requests=max_waiting_requests,
+            max_batch_rows=max(max_items, 10_000),
+            wait_s=wait_s,
+        )
         self.api_keys = api_keys
         self.feedback_keys = feedback_keys
         self.origins = frozenset(origin.rstrip("/") for origin in origins)
         self.rate_limiter = RateLimiter(rate_per_s, burst)
         self.max_body_bytes = max_body_bytes
         self.max_items = max_items
-        self.max_writes_in_flight = max_writes_in_flight
         self.counters = counters if counters is not None else CollectorCounters()
         self._clock = clock
-        self._in_flight = 0
-        self._in_flight_lock = threading.Lock()
+
+    def start(self) -> FeedbackEndpoint:
+        self.committer.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Store what waits (within `timeout_s`) and answer every request still waiting."""
+        self.committer.stop(timeout_s)
 
     def count(self, outcome: str) -> None:
         self.counters.add("ragmon_feedback_requests_total", outcome=outcome)
@@ -128,16 +146,8 @@ class FeedbackEndpoint:
                 self.count("too_large")
             return _refusal(status, _SERVER_CODES.get(status, "refused"), message, headers)
 
-        def run(body: bytes) -> Reply:
-            # Counted here, in the pool, not on the head: a request the server refuses or the client abandons
-            # after its head never runs, and must not hold a place.
-            if not self._enter():
-                self.count("busy")
-                return _refusal(429, "busy", "feedback writes are busy; retry later", {**headers, "Retry-After": "1"})
-            try:
-                return self._store(body, tenant, source, headers)
-            finally:
-                self._leave()
+        def run(body: bytes) -> Reply | concurrent.futures.Future[Reply]:
+            return self._store(body, tenant, source, headers)
 
         return Handle(run=run, refusal=refusal, max_body_bytes=self.max_body_bytes, abandon=None)
 
@@ -157,40 +167,50 @@ class FeedbackEndpoint:
             return None
         return tenant, "api", f"api:{tenant}"
 
-    def _enter(self) -> bool:
-        with self._in_flight_lock:
-            if self._in_flight >= self.max_writes_in_flight:
-                return False
-            self._in_flight += 1
-            return True
-
-    def _leave(self) -> None:
-        with self._in_flight_lock:
-            self._in_flight -= 1
-
     # --- in the server's pool: parse and store -------------------------------------------------------------
-    def _store(self, body: bytes, tenant: str, source: str, headers: Mapping[str, str]) -> Reply:
+    def _store(
+        self, body: bytes, tenant: str, source: str, headers: Mapping[str, str]
+    ) -> Reply | concurrent.futures.Future[Reply]:
+        """Parse here (a pool thread, briefly); the answer comes when the committer has stored the rows."""
         try:
             rows = parse_feedback(body, tenant=tenant, source=source, max_items=self.max_items, now_s=self._clock())
         except FeedbackRefused as exc:
             self.count(exc.code)
             return _refusal(exc.status, exc.code, str(exc), headers)
-        try:
-            self._write(rows)
-        except Backpressure as exc:
-            status = 503 if isinstance(exc, ConsumerUnavailable) else 429
-            self.count("store_unavailable" if status == 503 else "store_busy")
-            retry = {**headers, "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-            return _refusal(status, "store_unavailable", f"feedback not stored: {exc}; retry", retry)
-        except Exception:
-            _log.exception("storing feedback failed")
-            self.count("internal_error")
-            return _refusal(500, "internal_error", "internal error; feedback not stored", headers)
-        self.count("stored")
-        self.counters.add("ragmon_feedback_items_total", len(rows), source=source)
-        return _json(200, {"accepted": len(rows)}, headers)
+        answered: concurrent.futures.Future[Reply] = concurrent.futures.Future()
+
+        def answer(outcome: Outcome) -> None:
+            reply = self._reply(outcome, len(rows), source, headers)
+            if answered.set_running_or_notify_cancel():  # False: the server gave up on it (stopping)
+                answered.set_result(reply)
+
+        refused = self.committer.submit(rows, len(body), answer)
+        if refused is not None:
+            return self._reply(refused, len(rows), source, headers)
+        return answered
+
+    def _reply(self, outcome: Outcome, items: int, source: str, headers: Mapping[str, str]) -> Reply:
+        if outcome.stored:
+            self.count("stored")
+            self.counters.add("ragmon_feedback_items_total", items, source=source)
+            return _json(200, {"accepted": items}, headers)
+        self.count(_OUTCOME_COUNTED[outcome.kind])
+        if outcome.kind == "failed":
+            return _refusal(500, "internal_error", outcome.message, headers)
+        retry = {**headers, "Retry-After": str(max(1, math.ceil(outcome.retry_after_s)))}
+        if outcome.kind == "busy":
+            return _refusal(429, "busy", outcome.message, retry)
+        return _refusal(503, "store_unavailable", outcome.message, retry)
 
 
+# The committer's outcome -> the `outcome` label of ragmon_feedback_requests_total.
+_OUTCOME_COUNTED: Final = {
+    "busy": "busy",
+    "unavailable": "store_unavailable",
+    "timeout": "store_timeout",
+    "stopping": "stopping",
+    "failed": "internal_error",
+}
 _SERVER_CODES: Final = {413: "body_too_large", 429: "memory", 500: "internal_error", 503: "busy"}
 
 

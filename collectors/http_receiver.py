@@ -93,7 +93,14 @@ class HttpReceiver:
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> HttpReceiver:
-        self.server.start()
+        if self.feedback is not None:
+            self.feedback.start()  # its writer first: the port takes feedback as soon as it is bound
+        try:
+            self.server.start()
+        except BaseException:
+            if self.feedback is not None:
+                self.feedback.stop()
+            raise
         return self
 
     @property
@@ -107,6 +114,10 @@ class HttpReceiver:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish for up to `timeout_s`, close every connection."""
+        # Feedback first: what waits for its INSERT is stored (or answered 503) while the server still writes
+        # answers; the server's drain would otherwise wait on those requests and then drop their connections.
+        if self.feedback is not None:
+            self.feedback.stop(timeout_s)
         self.server.stop(timeout_s)
 
     def __enter__(self) -> HttpReceiver:

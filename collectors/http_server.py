@@ -14,7 +14,10 @@ An application (`HttpApp`) sees each request twice:
 1. `route(head)`, on the loop thread, once the head is complete and before any body byte is read. It answers at
    once (`Reply`: a refusal such as 401, 404, 405, 415, or something cheap such as /health), or takes the request
    (`Handle`), naming the largest body it accepts and the function that answers it.
-2. `Handle.run(body)`, in a bounded thread pool, once the whole body is here; it returns the `Reply`.
+2. `Handle.run(body)`, in a bounded thread pool, once the whole body is here; it returns the `Reply`, or a
+   `concurrent.futures.Future` of it when the answer waits for work done elsewhere (the feedback endpoint's group
+   commit): the server awaits that on its loop, so a waiting request holds no pool thread and cannot starve the
+   port's other requests. Such a handle must resolve its future in bounded time.
 
 Between the two the server enforces, in this order and before any body byte is read (with ``Expect: 100-continue``
 the client does not even send it): the declared length against the handle's limit (413), the memory guard (429 +
@@ -129,7 +132,7 @@ class Handle:
     (413, 429, 503, 500), in the application's content type. `abandon`, if given, is called (on a thread of
     its own) when the client goes away, or the server stops, while `run` is still running."""
 
-    run: Callable[[bytes], Reply]
+    run: Callable[[bytes], Reply | concurrent.futures.Future[Reply]]
     refusal: Callable[[int, str], Reply] = text_reply
     max_body_bytes: int = 0
     abandon: Callable[[], None] | None = None
@@ -284,10 +287,17 @@ class HttpServer:
 
     async def run(self, handle: Handle, body: bytes) -> Reply:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, _call, handle, body)
+        reply = await loop.run_in_executor(self._executor, _call, handle, body)
+        if isinstance(reply, Reply):
+            return reply
+        try:  # a deferred answer: awaited here, on the loop, not in a pool thread
+            return await asyncio.wrap_future(reply)
+        except Exception:
+            _log.exception("HTTP request failed")
+            return handle.refusal(500, "internal error")
 
 
-def _call(handle: Handle, body: bytes) -> Reply:
+def _call(handle: Handle, body: bytes) -> Reply | concurrent.futures.Future[Reply]:
     try:
         return handle.run(body)
     except Exception:  # a bug in a handler must not take the server down, nor leak a traceback to the client

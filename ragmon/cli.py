@@ -52,6 +52,10 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Command]]] =
         "create or upgrade the store's schema; --cluster NAME for a ClickHouse cluster",
         _lazy("ragmon.commands.migrate", "add_migrate_arguments", "migrate"),
     ),
+    "compare": (
+        "a release against the previous one: overall and per recurring question, with intervals",
+        _lazy("ragmon.commands.compare", "add_compare_arguments", "compare"),
+    ),
     "alerts": ("open and recent drift alerts", _lazy("ragmon.commands.alerts", "add_alerts_arguments", "alerts")),
     "eval": (
         "offline evaluation: retrieval metrics equal to trec_eval; drive an app over a labelled dataset (eval run)",

@@ -197,6 +197,10 @@ class AgentSettings(_Section):
     feedback_burst: int = Field(default=20, ge=1)  # per key: requests allowed at once before the rate applies
     feedback_max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=16 * 1024 * 1024)  # larger: 413
     feedback_max_items: int = Field(default=100, ge=1, le=10_000)  # items per request; more: 413
+    # Feedback is acknowledged once stored; requests waiting for the store share one INSERT (group commit). Body bytes
+    # of the requests waiting; past it 429 `busy` with Retry-After.
+    feedback_max_waiting_bytes: int = Field(default=16 * 1024**2, ge=64 * 1024)
+    feedback_wait_s: float = Field(default=10.0, gt=0, le=300)  # a request not stored in time is answered 503 (retry)
 
     @model_validator(mode="after")
     def _tenant_budgets(self) -> AgentSettings:
@@ -358,14 +362,16 @@ def _otel_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _ragmon_values(env: Mapping[str, str]) -> dict[str, Any]:
-    """RAGMON_SECTION__FIELD=value → {"section": {"field": value}}; JSON objects for dict fields."""
+    """RAGMON_SECTION__FIELD=value → {"section": {"field": value}}; JSON objects for dict fields, JSON arrays for
+    list fields (`RAGMON_AGENT__FEEDBACK_ORIGINS='["https://app.example.com"]'`). A value that merely starts with a
+    bracket but is no JSON (`[::1]:4318`) stays text."""
     tree: dict[str, Any] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
         path = name[len(ENV_PREFIX) :].lower().split(NESTED_DELIMITER)
         value: Any = raw
-        if raw.startswith("{"):
+        if raw.startswith(("{", "[")):
             with contextlib.suppress(json.JSONDecodeError):  # else left as text; validation names the field
                 value = json.loads(raw)
         node = tree

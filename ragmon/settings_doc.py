@@ -37,8 +37,9 @@ One typed tree, read from (highest first) the command's own options (`ragmon ser
 environment variables, a settings file (`--config ragmon.toml`, or the file `RAGMON_CONFIG` names: TOML shaped like the
 tree, `[agent]`, `[agent.sampling]`, …, or the same as JSON), the standard OpenTelemetry variables, then the defaults
 below. A variable names its setting's path in capitals, nested with `__` (`agent.fsync` is `RAGMON_AGENT__FSYNC`); a
-setting that holds a table takes JSON (`RAGMON_AGENT__API_KEYS='{"acme": "key"}'`). Keys are secrets: they never
-print. A value that does not fit fails at start-up (and in `ragmon check`), naming the setting.
+setting that holds a table or a list takes JSON (`RAGMON_AGENT__API_KEYS='{"acme": "key"}'`,
+`RAGMON_AGENT__FEEDBACK_ORIGINS='["https://app.example.com"]'`). Keys are secrets: they never print. A value that does
+not fit fails at start-up (and in `ragmon check`), naming the setting.
 
 The OpenTelemetry variables an app already sets are read too: `OTEL_SERVICE_NAME` (`sdk.service_name`),
 `OTEL_RESOURCE_ATTRIBUTES` (`sdk.resource_attributes`, and the service name from `service.name`),

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ragmon.sinks.documents_rollup_sql import final_context_rolled, rolled_documents
+from ragmon.sinks.schema import Ddl
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 BAD_BELOW: Final = 0.5  # a score below this is judged unfaithful (faithfulness) or unhelpful (answer_relevance)
 UNFAITHFUL_METRIC: Final = "faithfulness"
 UNHELPFUL_METRIC: Final = "answer_relevance"
-MAX_RANK_BUCKET: Final = 10  # ranks above 10 are counted together, as 10
 
 
 def _window(params: dict[str, Any], start_s: int, end_s: int, column: str = "start_time") -> str:
@@ -31,17 +32,42 @@ def _window(params: dict[str, Any], start_s: int, end_s: int, column: str = "sta
 
 
 def final_context(
-    spans: str, params: dict[str, Any], start_s: int, end_s: int, feature: str | None, traffic: Traffic
+    spans: str,
+    params: dict[str, Any],
+    start_s: int,
+    end_s: int,
+    feature: str | None,
+    traffic: Traffic,
+    only_traces: str | None = None,
+    reranking: list[str] | None = None,
 ) -> str:
-    """SQL of rows (trace_id, feature, release, doc, chunk, rank) — one per document of each answer's final context
-    in [start_s, end_s) of `traffic` (production unless asked), `feature` when named. Adds its parameters."""
+    """SQL of rows (trace_id, trace_hash, feature, release, doc, chunk, rank) — one per document of each answer's
+    final context in [start_s, end_s) of `traffic` (production unless asked), `feature` when named; of the traces
+    `only_traces` gives, when given (SQL of `cityHash64(trace_id)`s: the set held in memory is numbers, not ids).
+    The per-trace views join a few traces (the judged ones, a group's): filtering the spans by them first saves
+    unnesting every other trace's documents. `reranking`, when given, names the features that rerank in the window
+    (`reranking_sql`, from the document rollups): each feature's spans are then read for one stage only, the
+    index choosing them, instead of both stages and a pass over the spans to find the rerankers. Adds its
+    parameters."""
     where = [_window(params, start_s, end_s), "notEmpty(retrieved_ids)", traffic.condition(params)]
     if feature is not None:
         params["feature"] = feature
         where.append("feature = {feature:String}")
     common = " AND ".join(where)
+    chosen = "" if only_traces is None else f" AND cityHash64(trace_id) IN ({only_traces})"
+    if reranking is None:
+        stage = (
+            "(stage = 'rerank' OR (stage = 'search' AND feature NOT IN (\n"
+            f"    SELECT DISTINCT feature FROM {spans} WHERE stage = 'rerank' AND {common})))"
+        )
+    else:
+        params["reranking"] = list(reranking)
+        stage = (
+            "((stage = 'rerank' AND feature IN {reranking:Array(String)})"
+            " OR (stage = 'search' AND feature NOT IN {reranking:Array(String)}))"
+        )
     return (
-        "SELECT trace_id, feature, release, chunk, rank,\n"
+        "SELECT trace_id, cityHash64(trace_id) AS trace_hash, feature, release, chunk, rank,\n"
         "    if(source != '', source, chunk) AS doc\n"
         f"FROM {spans}\n"
         "ARRAY JOIN retrieved_ids AS chunk,\n"
@@ -49,25 +75,32 @@ def final_context(
         # before v10 (no sources) reads as naming none instead of failing the join
         "    arrayResize(retrieved_sources, length(retrieved_ids), '') AS source,\n"
         "    arrayEnumerate(retrieved_ids) AS rank\n"
-        f"WHERE {common} AND (stage = 'rerank' OR (stage = 'search' AND feature NOT IN (\n"
-        f"    SELECT DISTINCT feature FROM {spans} WHERE stage = 'rerank' AND {common})))\n"
+        f"WHERE {common}{chosen} AND {stage}\n"
         "    AND doc != ''"
     )
 
 
+def reranking_sql(ddl: Ddl, start_s: int, end_s: int, traffic: Traffic = PRODUCTION) -> tuple[str, dict[str, Any]]:
+    """The features with rerank documents in the window (from the document rollups): their answers' final context is
+    the reranker's output (`final_context`'s `reranking`)."""
+    params: dict[str, Any] = {}
+    rolled = rolled_documents(ddl, params, start_s, end_s, None, traffic)
+    return f"SELECT DISTINCT feature FROM ({rolled}) WHERE stage = 'rerank'", params
+
+
 def documents_sql(
-    spans: str, start_s: int, end_s: int, feature: str | None, traffic: Traffic = PRODUCTION, limit: int = 50
+    ddl: Ddl, start_s: int, end_s: int, feature: str | None, traffic: Traffic = PRODUCTION, limit: int = 50
 ) -> tuple[str, dict[str, Any]]:
     """Per (feature, document), the most retrieved first: how often (retrievals, traces), at which ranks (the mean,
-    how often first, a count per rank with ranks above `MAX_RANK_BUCKET` together), from how many chunks."""
+    how often first, a count per rank with ranks above `MAX_RANK_BUCKET` together), from how many chunks. Read from
+    the document rollups (`documents_rollup_sql.py`) over the minutes that begin in the window."""
     params: dict[str, Any] = {"limit": int(limit)}
-    context = final_context(spans, params, start_s, end_s, feature, traffic)
+    context = final_context_rolled(rolled_documents(ddl, params, start_s, end_s, feature, traffic))
     sql = (
-        "SELECT feature, doc, retrieved, traces, mean_rank, first, chunks,\n"
+        "SELECT feature, doc, retrieved, traces, rank_sum / retrieved AS mean_rank, first, chunks,\n"
         "    ranks.1 AS rank_keys, ranks.2 AS rank_counts FROM (\n"
-        "SELECT feature, doc, count() AS retrieved, uniqExact(trace_id) AS traces, avg(rank) AS mean_rank,\n"
-        "    countIf(rank = 1) AS first, uniqExact(chunk) AS chunks,\n"
-        f"    sumMap([toUInt16(least(rank, {MAX_RANK_BUCKET}))], [toUInt64(1)]) AS ranks\n"
+        "SELECT feature, doc, sum(n_retrieved) AS retrieved, sum(n_traces) AS traces, sum(n_rank_sum) AS rank_sum,\n"
+        "    sum(n_first) AS first, uniqExactMerge(n_chunks) AS chunks, sumMap(n_ranks) AS ranks\n"
         f"FROM ({context})\n"
         "GROUP BY feature, doc\n"
         "ORDER BY retrieved DESC, feature, doc\n"
@@ -86,22 +119,51 @@ def document_groups_sql(
     docs: list[str],
     traffic: Traffic = PRODUCTION,
     per_document: int = 3,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """For the documents `docs`: the question groups (`trace_questions`) whose answers were built on each, the most
-    frequent `per_document` first, with the group's label."""
+    frequent `per_document` first, with the group's label (its example question: `group_examples_sql`)."""
     params: dict[str, Any] = {"docs": list(docs), "per_document": int(per_document)}
-    context = final_context(spans, params, start_s, end_s, feature, traffic)
+    context = final_context(spans, params, start_s, end_s, feature, traffic, reranking=reranking)
     sql = (
-        "SELECT d.feature AS feature, d.doc AS doc, q.group_id AS group_id, uniqExact(d.trace_id) AS traces,\n"
-        "    any(q.question) AS example\n"
+        "SELECT d.feature AS feature, d.doc AS doc, q.group_id AS group_id, uniqExact(d.trace_hash) AS traces\n"
         f"FROM ({context} AND doc IN {{docs:Array(String)}}) AS d\n"
-        f"INNER JOIN (SELECT trace_id, group_id, question FROM {questions}\n"
-        f"    WHERE {_window(params, start_s, end_s)}) AS q ON q.trace_id = d.trace_id\n"
+        f"INNER JOIN ({_trace_groups(questions, params, start_s, end_s, feature)}) AS q\n"
+        "    ON q.trace_hash = d.trace_hash\n"
         "GROUP BY feature, doc, group_id\n"
         "ORDER BY traces DESC, group_id\n"
         "LIMIT {per_document:UInt32} BY feature, doc"
     )
     return _labelled(sql, groups), params
+
+
+def _trace_groups(questions: str, params: dict[str, Any], start_s: int, end_s: int, feature: str | None) -> str:
+    """Each trace's question group in the window, keyed by the trace id's 64-bit hash: the side of a join that is
+    held in memory, one row per trace of the window, is then a number and a group id, not the id's 32 characters
+    and the question (a collision among the window's traces is a chance in billions, and costs one trace's group)."""
+    where = [_window(params, start_s, end_s)]
+    if feature is not None:
+        params["feature"] = feature
+        where.append("feature = {feature:String}")
+    return f"SELECT cityHash64(trace_id) AS trace_hash, group_id FROM {questions} WHERE {' AND '.join(where)}"
+
+
+def group_examples_sql(
+    questions: str, start_s: int, end_s: int, feature: str | None, group_ids: list[str]
+) -> tuple[str, dict[str, Any]]:
+    """A question as asked, per (feature, question group) of `group_ids`, in the window: the group's example."""
+    params: dict[str, Any] = {"group_ids": list(group_ids)}
+    where = [_window(params, start_s, end_s), "group_id IN {group_ids:Array(String)}"]
+    if feature is not None:
+        params["feature"] = feature
+        where.append("feature = {feature:String}")
+    sql = (
+        f"SELECT feature, group_id, any(question) AS example FROM {questions}\n"
+        f"WHERE {' AND '.join(where)}\n"
+        "GROUP BY feature, group_id"
+    )
+    return sql, params
 
 
 def _labelled(sql: str, groups: str) -> str:
@@ -133,11 +195,14 @@ def document_quality_sql(
     feature: str | None,
     docs: list[str],
     traffic: Traffic = PRODUCTION,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """For the documents `docs`, per metric: the sums `ragmon.sinks.quality.assemble_quality` estimates from (kept
     and weighted), and how many of the judged answers built on the document were judged bad."""
     params: dict[str, Any] = {"docs": list(docs), "bad_below": BAD_BELOW}
-    context = final_context(spans, params, start_s, end_s, feature, traffic)
+    judged = f"SELECT cityHash64(trace_id) FROM ({_judged(scores)})"
+    context = final_context(spans, params, start_s, end_s, feature, traffic, judged, reranking)
     p = "assumeNotNull(s.inclusion_probability)"
     weighted = "ifNull(s.inclusion_probability, 0) > 0"
     sql = (
@@ -166,6 +231,8 @@ def problem_documents_sql(
     end_s: int,
     feature: str | None,
     traffic: Traffic = PRODUCTION,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Per (feature, document) over the judged answers built on it: how many, and how many were judged unfaithful,
     unhelpful, or either; and the same per feature over all its judged answers with documents (the rows whose
@@ -175,12 +242,14 @@ def problem_documents_sql(
         "unfaithful": UNFAITHFUL_METRIC,
         "unhelpful": UNHELPFUL_METRIC,
     }
-    context = final_context(spans, params, start_s, end_s, feature, traffic)
+    chosen = _judged(scores, "({unfaithful:String}, {unhelpful:String})")
+    only = f"SELECT cityHash64(trace_id) FROM ({chosen})"
+    context = final_context(spans, params, start_s, end_s, feature, traffic, only, reranking)
     verdicts = (
         "SELECT trace_id,\n"
         "    max(metric = {unfaithful:String} AND value < {bad_below:Float64}) AS unfaithful,\n"
         "    max(metric = {unhelpful:String} AND value < {bad_below:Float64}) AS unhelpful\n"
-        f"FROM ({_judged(scores, '({unfaithful:String}, {unhelpful:String})')})\n"
+        f"FROM ({chosen})\n"
         "GROUP BY trace_id"
     )
     sql = (
@@ -207,36 +276,43 @@ def document_shift_sql(
     end_s: int,
     group_id: str | None = None,
     traffic: Traffic = PRODUCTION,
+    *,
+    reranking: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Per (question group, document) of `feature` (every feature when None): in how many of the group's traces of
     release A and of release B the document was in the final context, beside the group's traces of each release
     (rows whose `doc` is '': every trace of the group, retrieved or not). `group_id` narrows it to one group. What
     `ragmon compare` and the canary call with a feature, a group and two releases."""
     params: dict[str, Any] = {"release_a": release_a, "release_b": release_b}
-    context = final_context(spans, params, start_s, end_s, feature, traffic)
     where = [
         _window(params, start_s, end_s),
         "release IN ({release_a:String}, {release_b:String})",
         traffic.condition(params),
     ]
-    if feature is not None:  # `final_context` set the parameter
+    if feature is not None:
+        params["feature"] = feature
         where.append("feature = {feature:String}")
     if group_id is not None:
         params["group_id"] = group_id
         where.append("group_id = {group_id:String}")
-    traces = f"SELECT trace_id, feature, group_id, release, question FROM {questions} WHERE {' AND '.join(where)}"
+    chosen = f"FROM {questions} WHERE {' AND '.join(where)}"
+    # the join's side held in memory: per trace its hash, feature, group and release (not its id, not its question)
+    traces = f"SELECT cityHash64(trace_id) AS trace_hash, feature, group_id, release {chosen}"
+    # only the traces of the two releases (of the group when named) are unnested
+    only = f"SELECT trace_hash FROM ({traces})"
+    context = final_context(spans, params, start_s, end_s, feature, traffic, only, reranking)
     a, b = "q.release = {release_a:String}", "q.release = {release_b:String}"
     per_document = (
         "SELECT q.feature AS feature, q.group_id AS group_id, d.doc AS doc,\n"
-        f"    uniqExactIf(q.trace_id, {a}) AS traces_a, uniqExactIf(q.trace_id, {b}) AS traces_b, '' AS example\n"
+        f"    uniqExactIf(q.trace_hash, {a}) AS traces_a, uniqExactIf(q.trace_hash, {b}) AS traces_b, '' AS example\n"
         f"FROM ({context}) AS d\n"
-        f"INNER JOIN ({traces}) AS q ON q.trace_id = d.trace_id\n"
+        f"INNER JOIN ({traces}) AS q ON q.trace_hash = d.trace_hash\n"
         "GROUP BY feature, group_id, doc"
     )
     per_group = (
         "SELECT feature, group_id, '' AS doc, countIf(release = {release_a:String}) AS traces_a,\n"
         "    countIf(release = {release_b:String}) AS traces_b, any(question) AS example\n"
-        f"FROM ({traces}) AS q\n"
+        f"{chosen}\n"
         "GROUP BY feature, group_id"
     )
     sql = _labelled(f"{per_document}\nUNION ALL\n{per_group}", groups)

@@ -19,7 +19,7 @@ Values are bound `{name:Type}` parameters; reads run with the engine's tenant fi
 
 from __future__ import annotations
 
-from ragmon.sinks.schema import FEEDBACK_TABLE, Ddl
+from ragmon.sinks.schema import FEEDBACK_TABLE, TRACE_QUESTIONS_TABLE, Ddl
 from ragmon.sinks.traffic import Traffic
 
 # How far before a feedback's window its request may have started (a user answering a day-old chat).
@@ -68,6 +68,18 @@ def _traces(ddl: Ddl, source: str) -> str:
     )
 
 
+# What a group of feedback rows `fb` (joined to its traces) counts, after `count() AS feedback`.
+_FIGURES = (
+    "  countIf(fb.kind = 'thumbs' AND fb.value = 1) AS thumbs_up,\n"
+    "  countIf(fb.kind = 'thumbs' AND fb.value = 0) AS thumbs_down,\n"
+    "  countIf(fb.kind = 'rating') AS ratings,\n"
+    "  if(ratings > 0, avgIf(fb.value, fb.kind = 'rating'), NULL) AS mean_rating,\n"
+    "  countIf(fb.kind = 'score') AS scores,\n"
+    "  countIf(fb.kind IN ('thumbs', 'rating')) AS verdicts, countIf(fb.negative) AS negative,\n"
+    "  if(verdicts > 0, negative / verdicts, NULL) AS negative_share\n"
+)
+
+
 def summary_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[str, object]) -> str:
     """Per feature and release (`service.version`; unmatched feedback under feature and release ''): how much
     feedback, matched or not, thumbs up and down, ratings and their mean, named scores, and the share of negative
@@ -85,13 +97,7 @@ def summary_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[st
         "SELECT if(t.trace_id = '', '', t.feature) AS feature, if(t.trace_id = '', '', t.release) AS release,\n"
         "  count() AS feedback,\n"
         "  countIf(t.trace_id != '') AS matched, countIf(t.trace_id = '') AS unmatched,\n"
-        "  countIf(fb.kind = 'thumbs' AND fb.value = 1) AS thumbs_up,\n"
-        "  countIf(fb.kind = 'thumbs' AND fb.value = 0) AS thumbs_down,\n"
-        "  countIf(fb.kind = 'rating') AS ratings,\n"
-        "  if(ratings > 0, avgIf(fb.value, fb.kind = 'rating'), NULL) AS mean_rating,\n"
-        "  countIf(fb.kind = 'score') AS scores,\n"
-        "  countIf(fb.kind IN ('thumbs', 'rating')) AS verdicts, countIf(fb.negative) AS negative,\n"
-        "  if(verdicts > 0, negative / verdicts, NULL) AS negative_share\n"
+        f"{_FIGURES}"
         "FROM fb LEFT JOIN t ON t.tenant = fb.tenant AND t.trace_id = fb.tid\n"
         f"WHERE {traffic_condition}{only}\n"
         "GROUP BY feature, release ORDER BY feature, release"
@@ -196,4 +202,25 @@ def negative_share_series_sql(ddl: Ddl, traffic: Traffic, params: dict[str, obje
         "FROM fb INNER JOIN t ON t.tenant = fb.tenant AND t.trace_id = fb.tid\n"
         f"WHERE t.feature = {{feature:String}} AND {traffic.condition(params, 't.eval_run')}\n"
         "GROUP BY window ORDER BY window"
+    )
+
+
+def by_question_sql(ddl: Ddl, feature: str | None, traffic: Traffic, params: dict[str, object]) -> str:
+    """Per feature and recurring question group (`trace_questions`, joined by trace id: only feedback whose trace
+    the grouper has placed), the same figures as `summary_sql`, with the group's question as asked closest to its
+    representative; the groups with the most negative verdicts first, at most `limit`."""
+    only = " AND q.feature = {feature:String}" if feature else ""
+    traffic_condition = traffic.condition(params, "q.eval_run")
+    questions = ddl.table(TRACE_QUESTIONS_TABLE)
+    return (
+        f"WITH fb AS ({_resolved(ddl, '')}),\n"
+        "  q AS (SELECT tenant, trace_id, any(feature) AS feature, any(eval_run) AS eval_run,"
+        " any(group_id) AS group_id, any(question) AS question, any(similarity) AS similarity\n"
+        f"    FROM {questions} WHERE trace_id IN (SELECT tid FROM fb WHERE tid != '') GROUP BY tenant, trace_id)\n"
+        "SELECT q.feature AS feature, q.group_id AS group_id, argMax(q.question, q.similarity) AS question,\n"
+        "  uniqExact(q.trace_id) AS traces, count() AS feedback,\n"
+        f"{_FIGURES}"
+        "FROM fb INNER JOIN q ON q.tenant = fb.tenant AND q.trace_id = fb.tid\n"
+        f"WHERE {traffic_condition}{only}\n"
+        "GROUP BY feature, group_id ORDER BY negative DESC, feedback DESC, feature, group_id LIMIT {limit:UInt32}"
     )

@@ -20,6 +20,16 @@ class AlertingStore(Protocol):
 
     def insert_alerts(self, rows: Iterable[Mapping[str, Any]], dedup_token: str | None = None) -> str: ...
 
+    # the canary analysis of new releases (`ragmon.drift.canary`): the comparison `ragmon compare` reads
+    def compare(
+        self,
+        feature: str | None,
+        *,
+        baseline: str | None = None,
+        candidate: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]: ...
+
     # where an alert's change is (`ragmon.drift.where`): the documents a new release stopped retrieving
     def document_shift(
         self,

@@ -19,7 +19,9 @@ from ragmon.sinks.documents_sql import (
     document_quality_sql,
     document_shift_sql,
     documents_sql,
+    group_examples_sql,
     problem_documents_sql,
+    reranking_sql,
 )
 from ragmon.sinks.quality import kept_estimate, weighted_estimate
 from ragmon.sinks.schema import QUESTION_GROUPS_TABLE, TRACE_QUESTIONS_TABLE
@@ -87,6 +89,13 @@ class DocumentMethods(StoreBase):
         end_s = int(time.time() if now_s is None else now_s)
         return end_s - int(since_s), end_s
 
+    def _reranking(self, start_s: int, end_s: int, traffic: Traffic, tenant: str | None) -> list[str]:
+        """The features that rerank in the window, from the document rollups: the per-trace reads then read one
+        stage of each feature's spans (`documents_sql.final_context`). A feature whose reranking began within the
+        roll-up's last seconds counts as not reranking until its documents are rolled up."""
+        sql, params = reranking_sql(self._ddl, start_s, end_s, traffic)
+        return sorted(str(r["feature"]) for r in self._caller_rows(sql, params, tenant=tenant, tenant_filter=True))
+
     def documents(
         self,
         since_s: float,
@@ -102,11 +111,12 @@ class DocumentMethods(StoreBase):
         answers built on it per metric — kept and weighted back to all traffic, with the share judged bad."""
         start_s, end_s = self._window(since_s, now_s)
         spans = self._ddl.table("spans")
-        sql, params = documents_sql(spans, start_s, end_s, feature, traffic, limit)
+        sql, params = documents_sql(self._ddl, start_s, end_s, feature, traffic, limit)
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         if not rows:
             return []
         docs = sorted({str(r["doc"]) for r in rows})
+        reranking = self._reranking(start_s, end_s, traffic, tenant)
         sql, params = document_groups_sql(
             spans,
             self._ddl.table(TRACE_QUESTIONS_TABLE),
@@ -116,18 +126,33 @@ class DocumentMethods(StoreBase):
             feature,
             docs,
             traffic,
+            reranking=reranking,
         )
+        grouped = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
+        examples: dict[tuple[str, str], str] = {}
+        if grouped:
+            sql, params = group_examples_sql(
+                self._ddl.table(TRACE_QUESTIONS_TABLE),
+                start_s,
+                end_s,
+                feature,
+                sorted({str(g["group_id"]) for g in grouped}),
+            )
+            for e in self._caller_rows(sql, params, tenant=tenant, tenant_filter=True):
+                examples[(str(e["feature"]), str(e["group_id"]))] = str(e["example"])
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for g in self._caller_rows(sql, params, tenant=tenant, tenant_filter=True):
+        for g in grouped:
             groups.setdefault((str(g["feature"]), str(g["doc"])), []).append(
                 {
                     "group_id": str(g["group_id"]),
                     "label": str(g["label"]),
-                    "example": str(g["example"]),
+                    "example": examples.get((str(g["feature"]), str(g["group_id"])), ""),
                     "traces": int(g["traces"]),
                 }
             )
-        sql, params = document_quality_sql(spans, self._ddl.table("scores"), start_s, end_s, feature, docs, traffic)
+        sql, params = document_quality_sql(
+            spans, self._ddl.table("scores"), start_s, end_s, feature, docs, traffic, reranking=reranking
+        )
         quality: dict[tuple[str, str], dict[str, Any]] = {}
         for q in self._caller_rows(sql, params, tenant=tenant, tenant_filter=True):
             quality.setdefault((str(q["feature"]), str(q["doc"])), {})[str(q["metric"])] = _metric(q)
@@ -170,7 +195,13 @@ class DocumentMethods(StoreBase):
         its judged answers with documents (the baseline), only those above it, the most excess bad answers first."""
         start_s, end_s = self._window(since_s, now_s)
         sql, params = problem_documents_sql(
-            self._ddl.table("spans"), self._ddl.table("scores"), start_s, end_s, feature, traffic
+            self._ddl.table("spans"),
+            self._ddl.table("scores"),
+            start_s,
+            end_s,
+            feature,
+            traffic,
+            reranking=self._reranking(start_s, end_s, traffic, tenant),
         )
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         baselines = {str(r["feature"]): r for r in rows if str(r["doc"]) == ""}
@@ -236,6 +267,8 @@ class DocumentMethods(StoreBase):
             end_s,
             group_id,
             traffic,
+            # which features rerank is read from the spans here, not the document rollups: `ragmon compare` and
+            # the canary call this over spans their callers may not have rolled up
         )
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         groups: dict[tuple[str, str], dict[str, Any]] = {}

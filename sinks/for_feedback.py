@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from ragmon.sinks.feedback_sql import disagreements_sql, feedback_scores_sql, summary_sql
+from ragmon.sinks.feedback_sql import by_question_sql, disagreements_sql, feedback_scores_sql, summary_sql
 from ragmon.sinks.inserts import rows_token
 from ragmon.sinks.schema import FEEDBACK_COLUMNS, FEEDBACK_WRITES_TABLE
 from ragmon.sinks.store_base import StoreBase
@@ -47,6 +47,28 @@ class FeedbackMethods(StoreBase):
         if feature:
             params["feature"] = feature
         sql = summary_sql(self._ddl, feature, traffic, params)
+        rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
+        for row in rows:
+            for name in ("mean_rating", "negative_share"):
+                if row.get(name) is not None:
+                    row[name] = float(row[name])
+        return rows
+
+    def feedback_by_question(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        traffic: Traffic = PRODUCTION,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Feedback received in the last `since_s` seconds per feature and recurring question group, the groups with
+        the most negative verdicts first (`feedback_sql.by_question_sql`): where users disagree, by what they ask."""
+        params: dict[str, Any] = {"since_s": int(since_s), "limit": int(limit)}
+        if feature:
+            params["feature"] = feature
+        sql = by_question_sql(self._ddl, feature, traffic, params)
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         for row in rows:
             for name in ("mean_rating", "negative_share"):

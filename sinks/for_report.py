@@ -14,12 +14,13 @@ from typing import Any, Protocol
 
 from ragmon.sinks.activity_sql import span_activity_sql
 from ragmon.sinks.alerts_sql import alert_rows_sql, recent_alerts_sql
+from ragmon.sinks.compare import compare as compare_releases
 from ragmon.sinks.drift_sql import production_minutes as production_minutes_sql
 from ragmon.sinks.kept_share import kept_share_sql, summarise
 from ragmon.sinks.quality import assemble_quality, quality_sql
 from ragmon.sinks.queries import assemble_report, report_sql
 from ragmon.sinks.releases import Where, assemble_releases, releases_sql
-from ragmon.sinks.schema import SAMPLING_TABLE
+from ragmon.sinks.schema import SAMPLING_TABLE, TRACE_QUESTIONS_TABLE
 from ragmon.sinks.store_base import StoreBase
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
@@ -82,6 +83,15 @@ class ReportStore(Protocol):
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
     ) -> list[dict[str, Any]]: ...
 
+    def compare(
+        self,
+        feature: str | None,
+        *,
+        baseline: str | None = None,
+        candidate: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]: ...
+
     # end users' feedback (`for_feedback.py`): per feature, and each trace's verdict beside the judge's score
     def feedback_summary(
         self,
@@ -94,6 +104,16 @@ class ReportStore(Protocol):
 
     def feedback_scores(
         self, since_s: float, *, judge_version: str | None = None, tenant: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def feedback_by_question(
+        self,
+        since_s: float,
+        *,
+        feature: str | None = None,
+        tenant: str | None = None,
+        traffic: Traffic = PRODUCTION,
+        limit: int = 50,
     ) -> list[dict[str, Any]]: ...
 
 
@@ -199,6 +219,24 @@ class ReportMethods(StoreBase):
         sql, params = production_minutes_sql()
         rows = self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
         return int(rows[0]["minutes"]) if rows else 0
+
+    def compare(
+        self,
+        feature: str | None,
+        *,
+        baseline: str | None = None,
+        candidate: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        """`candidate` against `baseline` for `feature` (by default the two most recent releases of the feature
+        whose newest release appeared last), over the same span of production traffic: overall rows and per
+        question group, each delta with its 95 % interval and sample sizes (`ragmon.sinks.compare`)."""
+        tables = {name: self._ddl.table(name) for name in ("spans", "payloads", "scores", TRACE_QUESTIONS_TABLE)}
+
+        def run(sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+            return self._caller_rows(sql, params, tenant=tenant, tenant_filter=True)
+
+        return compare_releases(run, tables, feature, baseline, candidate)
 
     def span_activity(
         self, start_s: float, end_s: float | None = None, *, service: str | None = None

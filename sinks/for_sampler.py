@@ -14,6 +14,7 @@ import pyarrow as pa
 from ragmon.sinks.arrow import to_rows
 from ragmon.sinks.backend import Settings
 from ragmon.sinks.conversation_sql import conversation_turns_to_copy_sql
+from ragmon.sinks.documents_rollup_sql import documents_rollup_sql
 from ragmon.sinks.inserts import INSERT_SETTINGS, json_param
 from ragmon.sinks.rollup_sql import rollup_sql
 from ragmon.sinks.sampler_sql import (
@@ -76,7 +77,8 @@ class SamplerMethods(StoreBase):
         self, seq_from: int, seq_to: int, dedup_token: str | None = None, *, context_to: int | None = None
     ) -> None:
         """Add the spans with ingest_seq in [seq_from, seq_to] to the minute rollup (and through it the hourly
-        one), one call per nested run of a stage (`rollup_sql.py`), their ancestors looked up among the spans of
+        one), one call per nested run of a stage (`rollup_sql.py`), and their retrieved documents to the document
+        rollups (`documents_rollup_sql.py`); their ancestors looked up among the spans of
         [seq_from, context_to] (default: everything stored since). Roll a range up once, after its traces are
         whole: the agent does it when the sampler has decided them; a re-run with the same token is dropped."""
         token = dedup_token or f"rollup:{int(seq_from)}-{int(seq_to)}"
@@ -88,6 +90,10 @@ class SamplerMethods(StoreBase):
         }
         params = {"seq_from": int(seq_from), "seq_to": int(seq_to), "context_to": context_to or 2**64 - 1}
         self.backend.execute(rollup_sql(self._ddl), params, settings)
+        # The range's documents (`documents_rollup_sql.py`), under a token of their own derived from the range's: a
+        # range re-run after a crash between the two INSERTs lands the missing one and drops the repeat.
+        documents: Settings = {**settings, "insert_deduplication_token": f"{token}:documents"}
+        self.backend.execute(documents_rollup_sql(self._ddl), {k: params[k] for k in ("seq_from", "seq_to")}, documents)
 
     def copy_payloads(self, kept: Sequence[Mapping[str, Any]]) -> None:
         """Copy the kept traces' captured text from `span_content` into `payloads` (in the engine), with their

@@ -565,7 +565,57 @@ def _v11(ddl: Ddl, r: Retention) -> list[str]:
     return [writes, *ddl.distributed("feedback_writes"), latest, *ddl.distributed("feedback"), view]
 
 
-# v12's hourly rollup of the question groups, as v12 made it.
+_DOCUMENTS_V12 = _columns(
+    "tenant LowCardinality(String), feature LowCardinality(String), stage LowCardinality(String),"
+    " eval_run LowCardinality(String), release LowCardinality(String), doc String, minute DateTime,"
+    " retrieved SimpleAggregateFunction(sum, UInt64), traces SimpleAggregateFunction(sum, UInt64),"
+    " rank_sum SimpleAggregateFunction(sum, UInt64), first SimpleAggregateFunction(sum, UInt64),"
+    " ranks SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64))),"
+    " chunks AggregateFunction(uniqExact, String)"
+)
+_DOCUMENTS_ORDER_V12 = "tenant, feature, stage, eval_run, minute, release, doc"
+
+
+def _v12(ddl: Ddl, r: Retention) -> list[str]:
+    """The document rollups: per minute (written by the agent beside the span rollup) and per hour (a view on the
+    minutes). New tables: a store upgraded to v12 has no documents rolled up before it, so the document views start
+    from the upgrade."""
+    minutes = ddl.create_table(
+        "documents_1m",
+        _DOCUMENTS_V12,
+        engine=ddl.engine("AggregatingMergeTree", "documents_1m"),
+        partition_by="toYYYYMMDD(minute)",
+        order_by=_DOCUMENTS_ORDER_V12,
+        ttl=ttl_clause("minute", r.spans_days),
+        settings="ttl_only_drop_parts = 1, ",
+    )
+    hours = ddl.create_table(
+        "documents_1h",
+        tuple(("hour", "DateTime") if name == "minute" else (name, t) for name, t in _DOCUMENTS_V12),
+        engine=ddl.engine("AggregatingMergeTree", "documents_1h"),
+        partition_by="toYYYYMM(hour)",
+        order_by=_DOCUMENTS_ORDER_V12.replace("minute", "hour"),
+        ttl=ttl_clause("hour", r.rollups_days),
+    )
+    hour_select = (
+        "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.eval_run AS eval_run,\n"
+        "    m.release AS release, m.doc AS doc, toStartOfHour(m.minute) AS hour,\n"
+        "    sum(m.retrieved) AS retrieved, sum(m.traces) AS traces, sum(m.rank_sum) AS rank_sum,\n"
+        "    sum(m.first) AS first, sumMap(m.ranks) AS ranks, uniqExactMergeState(m.chunks) AS chunks\n"
+        f"FROM {ddl.local('documents_1m')} AS m\n"
+        "GROUP BY tenant, feature, stage, eval_run, release, doc, hour"
+    )
+    return [
+        minutes,
+        *ddl.distributed("documents_1m"),
+        hours,
+        *ddl.distributed("documents_1h"),
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table('documents_1h_mv')}{ddl.on_cluster}"
+        f" TO {ddl.local('documents_1h')} AS\n{hour_select}",
+    ]
+
+
+# v13's hourly rollup of the question groups, as v13 made it.
 _QUESTION_HOURS = _columns(
     "hour DateTime, tenant LowCardinality(String), feature LowCardinality(String), eval_run LowCardinality(String),"
     " release LowCardinality(String), environment LowCardinality(String), group_id String,"
@@ -587,7 +637,7 @@ def _question_hours_select(source: str) -> str:
     )
 
 
-def _v12(ddl: Ddl, r: Retention) -> list[str]:
+def _v13(ddl: Ddl, r: Retention) -> list[str]:
     """The question-group view's shape: whole hours per group (`trace_questions_1h`, written by a view as the
     question stage inserts, backfilled from what is grouped already) and the trace id as a number on
     `trace_questions` (`trace_hash`, computed on read in parts written before it)."""
@@ -648,5 +698,6 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
             tuple(_v10(ddl, retention)),
         ),
         Migration(11, "end users' feedback, and the log of every feedback written", tuple(_v11(ddl, retention))),
-        Migration(12, "question groups per hour; trace_questions: trace_hash", tuple(_v12(ddl, retention))),
+        Migration(12, "document rollups per minute and per hour", tuple(_v12(ddl, retention))),
+        Migration(13, "question groups per hour; trace_questions: trace_hash", tuple(_v13(ddl, retention))),
     ]

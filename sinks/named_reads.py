@@ -285,16 +285,26 @@ def _conversations(store: ReadStore, v: dict[str, Any], tenant: str | None) -> A
     return store.conversations(v["since_s"], v["limit"], tenant=tenant, traffic=v["traffic"])
 
 
+def _compare(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.compare(v["feature"], baseline=v["baseline"], candidate=v["candidate"], tenant=tenant)
+
+
 def _feedback(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.feedback_summary(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
 
 
 def _feedback_scores(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.feedback_scores(v["since_s"], judge_version=v["judge_version"], tenant=tenant)
+
+
 def _question_groups(store: ReadStore, v: dict[str, Any], tenant: str | None) -> Any:
     return store.question_groups(
         v["since_s"], feature=v["feature"], limit=v["limit"], tenant=tenant, traffic=v["traffic"]
     )
+
+
+def _feedback_questions(store: ReportStore, v: dict[str, Any], tenant: str | None) -> Any:
+    return store.feedback_by_question(v["since_s"], feature=v["feature"], tenant=tenant, traffic=v["traffic"])
 
 
 _WINDOW = (Window("since_s", 3600.0), Name("feature"), TrafficChoice())
@@ -337,12 +347,16 @@ READS: dict[str, NamedRead] = {
             (Window("since_s", 86400.0), Count("limit", 50, 1, 500), TrafficChoice()),
             _conversations,
         ),
+        # `ragmon compare`: a candidate release against a baseline, overall and per question group
+        NamedRead("compare", (Name("feature"), Name("baseline"), Name("candidate")), _compare),
         # end users' feedback: per feature (`ragmon report`), and each trace's verdict beside the judge's score
         NamedRead("feedback", _WINDOW, _feedback),
         NamedRead("feedback_scores", (Window("since_s", 30 * 86400.0), Name("judge_version")), _feedback_scores),
         # `ragmon report`'s most common questions, the dashboard's question view: per question group, this window
         # against the one before
         NamedRead("question_groups", (*_WINDOW, Count("limit", 10, 1, 1000)), _question_groups),
+        # the same figures per recurring question group (the dashboard's feedback view)
+        NamedRead("feedback_questions", _WINDOW, _feedback_questions),
     )
 }
 

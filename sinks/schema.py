@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -210,7 +210,7 @@ LABEL_ORDER = "tenant, metric, trace_id, reviewer"
 # it can be compared across releases. `trace_questions`: one row per trace (kept or not: the grouping reads the
 # text `span_content` holds for every trace); `question_groups`: one row per group, its latest state.
 TRACE_QUESTIONS_TABLE = "trace_questions"
-TRACE_HASH = "cityHash64(trace_id)"  # v12: `trace_questions.trace_hash`; a score's trace is found by it
+TRACE_HASH = "cityHash64(trace_id)"  # v13: `trace_questions.trace_hash`; a score's trace is found by it
 TRACE_QUESTION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
     ("trace_id", "String"),
@@ -312,8 +312,35 @@ HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in ROLLUP_COLUMNS
 )
 
+# v12: the document rollups the document views read (`documents_rollup_sql.py`): per minute, filled by the agent
+# beside the span rollup (one INSERT … SELECT per decided range, its own deduplication token), and per hour from the
+# minutes. A retrieval span's documents, one row per (feature, stage, document) and minute: what raw spans would
+# give after an ARRAY JOIN and a GROUP BY over every retrieval of the window, added up once per range instead.
+DOCUMENT_ROLLUP_TABLE = "documents_1m"
+DOCUMENT_HOUR_ROLLUP_TABLE = "documents_1h"
+DOCUMENT_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tenant", "LowCardinality(String)"),
+    ("feature", "LowCardinality(String)"),
+    ("stage", "LowCardinality(String)"),  # whose documents: 'search' (a retriever's) or 'rerank' (a reranker's output)
+    ("eval_run", "LowCardinality(String)"),  # '' = production; else the `ragmon eval run` it counts
+    ("release", "LowCardinality(String)"),  # the retrieval span's release
+    ("doc", "String"),  # the document: its paragraph or source where the app names one, else its chunk id
+    ("minute", "DateTime"),  # the retrieval span's start, to the minute
+    ("retrieved", "SimpleAggregateFunction(sum, UInt64)"),  # times it was retrieved
+    ("traces", "SimpleAggregateFunction(sum, UInt64)"),  # traces that retrieved it (once per minute and range)
+    ("rank_sum", "SimpleAggregateFunction(sum, UInt64)"),  # its ranks added up (1 = first): rank_sum / retrieved
+    ("first", "SimpleAggregateFunction(sum, UInt64)"),  # times it was retrieved first
+    ("ranks", "SimpleAggregateFunction(sumMap, Tuple(Array(UInt16), Array(UInt64)))"),  # per rank; 10: 10 on
+    ("chunks", "AggregateFunction(uniqExact, String)"),  # its chunk ids
+)
+DOCUMENT_HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    ("hour", "DateTime") if name == "minute" else (name, ch_type) for name, ch_type in DOCUMENT_ROLLUP_COLUMNS
+)
+# Feature and stage first: a view reads one stage's documents of a feature (or all) over a window.
+DOCUMENT_ROLLUP_ORDER = "tenant, feature, stage, eval_run, minute, release, doc"
 
-# v12: the question-group view reads whole hours from `trace_questions_1h` (a view on `trace_questions` writes it
+
+# v13: the question-group view reads whole hours from `trace_questions_1h` (a view on `trace_questions` writes it
 # as the stage inserts) and only the window's edges from `trace_questions` itself; judged quality looks up the
 # scored traces' groups by `trace_hash` (a number, not a 32-character string: over a day's two million rows the
 # string set was most of the view's time).
@@ -539,6 +566,18 @@ def _feedback_select(ddl: Ddl) -> str:
     return f"SELECT {names} FROM {ddl.local(FEEDBACK_WRITES_TABLE)}"
 
 
+def document_hour_rollup_select(ddl: Ddl) -> str:
+    """Document minutes → hours: the document hourly view's query."""
+    return (
+        "SELECT m.tenant AS tenant, m.feature AS feature, m.stage AS stage, m.eval_run AS eval_run,\n"
+        "    m.release AS release, m.doc AS doc, toStartOfHour(m.minute) AS hour,\n"
+        "    sum(m.retrieved) AS retrieved, sum(m.traces) AS traces, sum(m.rank_sum) AS rank_sum,\n"
+        "    sum(m.first) AS first, sumMap(m.ranks) AS ranks, uniqExactMergeState(m.chunks) AS chunks\n"
+        f"FROM {ddl.local(DOCUMENT_ROLLUP_TABLE)} AS m\n"
+        "GROUP BY tenant, feature, stage, eval_run, release, doc, hour"
+    )
+
+
 def _label_select(ddl: Ddl) -> str:
     names = ", ".join(quote_identifier(name) for name, _ in LABEL_COLUMNS)
     return f"SELECT {names} FROM {ddl.local(LABEL_WRITES_TABLE)}"
@@ -673,7 +712,7 @@ TABLES: tuple[Table, ...] = (
         partition_by="toYYYYMMDD(start_time)",
         ttl=("start_time", "spans_days"),
         sharded_by=TRACE_SHARDING_KEY,
-        # v12: the trace id as a number, which the view's judged-quality lookup reads instead of the string
+        # v13: the trace id as a number, which the view's judged-quality lookup reads instead of the string
         engine_columns=(("trace_hash", f"UInt64 MATERIALIZED {TRACE_HASH}"),),
         settings=_DROP_WHOLE_PARTS,
     ),
@@ -717,6 +756,26 @@ TABLES: tuple[Table, ...] = (
         # beside its own audit rows; by request id too, since one named by request has no trace id yet
         sharded_by="cityHash64(trace_id, request_id)",
     ),
+    Table(
+        DOCUMENT_ROLLUP_TABLE,
+        DOCUMENT_ROLLUP_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=DOCUMENT_ROLLUP_ORDER,
+        # daily, kept as long as spans: a view's edge minutes; whole hours are read from the hourly table
+        partition_by="toYYYYMMDD(minute)",
+        ttl=("minute", "spans_days"),
+        sharded_by=_ROLLUP_SHARDING_KEY.replace("model", "doc"),
+        settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
+        DOCUMENT_HOUR_ROLLUP_TABLE,
+        DOCUMENT_HOUR_ROLLUP_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=DOCUMENT_ROLLUP_ORDER.replace("minute", "hour"),
+        partition_by="toYYYYMM(hour)",
+        ttl=("hour", "rollups_days"),
+        sharded_by=_ROLLUP_SHARDING_KEY.replace("model", "doc"),
+    ),
 )
 VIEWS: tuple[View, ...] = (
     # The minute rollup is written by the agent once the sampler has decided a range (`rollup_sql.py`); the hours
@@ -726,7 +785,9 @@ VIEWS: tuple[View, ...] = (
     View(f"{LABELS_TABLE}_mv", LABELS_TABLE, _label_select),
     # One INSERT into the feedback log records it and makes it the voter's latest.
     View(f"{FEEDBACK_TABLE}_mv", FEEDBACK_TABLE, _feedback_select),
-    # v12: every grouped trace counts in its group's hour as the question stage inserts it.
+    # v12: the document hours follow from the document minutes the agent writes, as the span hours do.
+    View(f"{DOCUMENT_HOUR_ROLLUP_TABLE}_mv", DOCUMENT_HOUR_ROLLUP_TABLE, document_hour_rollup_select),
+    # v13: every grouped trace counts in its group's hour as the question stage inserts it.
     View(f"{QUESTION_HOUR_ROLLUP_TABLE}_mv", QUESTION_HOUR_ROLLUP_TABLE, question_hour_rollup_select),
 )
 
@@ -771,6 +832,9 @@ TENANT_TABLES = (
     FEEDBACK_WRITES_TABLE,
     FEEDBACK_TABLE,
     f"{FEEDBACK_TABLE}_mv",
+    DOCUMENT_ROLLUP_TABLE,
+    DOCUMENT_HOUR_ROLLUP_TABLE,
+    f"{DOCUMENT_HOUR_ROLLUP_TABLE}_mv",
     QUESTION_HOUR_ROLLUP_TABLE,
     f"{QUESTION_HOUR_ROLLUP_TABLE}_mv",
     # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.

@@ -38,6 +38,7 @@ class TableDoc:
 NOT_LISTED: dict[str, str] = {
     schema.CONTENT_TABLE: "the captured text of every span, held for the sampler's decision only",
     schema.HOUR_ROLLUP_TABLE: f"described with `{schema.ROLLUP_TABLE}`: the same per hour",
+    schema.DOCUMENT_HOUR_ROLLUP_TABLE: f"described with `{schema.DOCUMENT_ROLLUP_TABLE}`: the same per hour",
 }
 
 
@@ -167,6 +168,14 @@ def tables() -> list[TableDoc]:
             "every feedback written, as written ({kept}; never replaced)",
             "SELECT received_at, source, trace_id, request_id, name, value, user FROM feedback_writes"
             " ORDER BY received_at DESC LIMIT 20",
+        ),
+        _table(
+            schema.DOCUMENT_ROLLUP_TABLE,
+            "per minute, feature, retrieval stage and document: how often and at which ranks it was retrieved"
+            f" ({{kept}}; `{schema.DOCUMENT_HOUR_ROLLUP_TABLE}` is the same per hour, with `hour` for `minute`)",
+            "SELECT feature, doc, sum(retrieved), sum(traces) FROM documents_1m WHERE stage = 'rerank'"
+            " AND minute > now() - INTERVAL 1 HOUR GROUP BY feature, doc ORDER BY sum(retrieved) DESC LIMIT 10",
+            {**_rollup_notes(schema.DOCUMENT_ROLLUP_COLUMNS), **_column_notes(schema.DOCUMENT_ROLLUP_COLUMNS)},
         ),
     ]
 

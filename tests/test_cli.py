@@ -63,6 +63,7 @@ def test_schema_lists_the_tables_users_query() -> None:
         "question_groups",
         "feedback",
         "feedback_writes",
+        "documents_1m",
     ]
     assert "  value " in run.stdout.split("scores:")[1].split("alerts:")[0]  # scores.value, not "score"
 

@@ -197,7 +197,8 @@ class Agent:
             )
 
     def _feedback_endpoint(self) -> FeedbackEndpoint:
-        """`POST /v1/feedback` beside `/v1/traces`: the tenant's API keys or its feedback keys, stored at once."""
+        """`POST /v1/feedback` beside `/v1/traces`: the tenant's API keys or its feedback keys; acknowledged once
+        stored, concurrent requests sharing one INSERT (collectors/feedback_commit.py)."""
         agent = self.settings.agent
         return FeedbackEndpoint(
             self._write_feedback,
@@ -208,6 +209,8 @@ class Agent:
             burst=agent.feedback_burst,
             max_body_bytes=agent.feedback_max_body_bytes,
             max_items=agent.feedback_max_items,
+            max_waiting_bytes=agent.feedback_max_waiting_bytes,
+            wait_s=agent.feedback_wait_s,
             counters=self.counters,
         )
 

@@ -27,6 +27,7 @@ from ragmon.drift import (
     AlertEvaluator,
     AlertRecord,
     AlertsConfig,
+    CanaryAnalysis,
     Dispatcher,
     Locator,
     SignalSource,
@@ -121,6 +122,8 @@ class AlertingService:
             sinks=[self.store_sink, self.dispatcher],  # stored first: the table is the record of what happened
             locate=Locator(store),  # each firing alert says where: the release, the question (ragmon.drift.where)
         )
+        # new releases compared with the one before as their traffic grows (data time, like the rules)
+        self.canary = CanaryAnalysis(config.canary, store, clock=clock)
         self.run_errors = 0
         self.health: Component | None = (
             health.component("alerting", stall_after_s=config.interval_s + _RUN_ALLOWANCE_S)
@@ -152,14 +155,21 @@ class AlertingService:
         """One evaluation: retry alert rows the store refused, judge the windows that closed. Never raises."""
         source_errors = sum(self.evaluator.stats.source_errors.values())
         store_errors = self.store_sink.errors
+        canary_errors = self.canary.errors
         try:
             self.store_sink.flush()
             records = self.evaluator.evaluate()
+            for record in self.canary.evaluate():
+                self.store_sink.deliver(record)  # stored first, as the evaluator's records
+                self.dispatcher.deliver(record)
+                records.append(record)
         except Exception as exc:  # the evaluator guards its own steps; this is the last line of defence
             self.run_errors += 1
             self._failed(exc)
             return []
-        if sum(self.evaluator.stats.source_errors.values()) > source_errors:
+        if self.canary.errors > canary_errors:
+            self._failed(RunDegraded("reading releases for the canary analysis"))
+        elif sum(self.evaluator.stats.source_errors.values()) > source_errors:
             self._failed(RunDegraded(f"reading signals: {self.evaluator.stats.last_error}"))
         elif self.store_sink.errors > store_errors:
             self._failed(RunDegraded(f"storing alerts: {self.store_sink.last_error}"))
@@ -213,6 +223,11 @@ class AlertingService:
         yield CounterMetricFamily("ragmon_alert_store_errors", "Failed alert inserts.", self.store_sink.errors)
         yield CounterMetricFamily(
             "ragmon_alert_locate_errors", "Firing alerts sent without where: its read failed.", stats.locate_errors
+        )
+        yield CounterMetricFamily(
+            "ragmon_canary_looks",
+            "Comparisons of a new release with the one before (canary analysis).",
+            self.canary.looks,
         )
         deliveries = CounterMetricFamily(
             "ragmon_alert_deliveries", "Alert deliveries, by channel and result.", labels=["channel", "result"]

@@ -1,6 +1,6 @@
 """`ragmon report`: latency, errors, tokens and cost per feature and stage, what the tail sampler kept, judged
-quality, and each release seen side by side, over one window of one traffic (of one release or environment when
-asked: --release, --environment)."""
+quality, each release seen side by side, end users' feedback, the most common questions and the documents answers
+were built on, over one window of one traffic (of one release or environment when asked: --release, --environment)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help='one JSON object: {"stages": [...], "sampling": {...}, "quality": [...], "releases": [...],'
-        ' "feedback": [...]}, the sections of the text',
+        ' "feedback": [...], "questions": ..., "documents": {...}}, the sections of the text',
     )
     add_store_options(parser)
 
@@ -79,6 +79,7 @@ def report(args: argparse.Namespace) -> int:
     releases, releases_error = _section(args, "releases", traffic)
     feedback, feedback_error = read_feedback(args, traffic)
     questions, questions_error = most_common_questions(args, traffic)
+    documents, documents_error = _documents(args, traffic)
     if args.json:
         unavailable = {
             "sampling": sampling_error,
@@ -86,6 +87,7 @@ def report(args: argparse.Namespace) -> int:
             "releases": releases_error,
             "feedback": feedback_error,
             "questions": questions_error,
+            "documents": documents_error,
         }
         document = {
             "since_s": args.since,
@@ -99,6 +101,7 @@ def report(args: argparse.Namespace) -> int:
             "releases": releases,
             "feedback": feedback,
             "questions": questions,
+            "documents": documents,
             "unavailable": {section: error for section, error in unavailable.items() if error},
         }
         print(json.dumps(document, default=str))
@@ -120,6 +123,7 @@ def report(args: argparse.Namespace) -> int:
         if questions is None
         else "\n" + format_questions(questions)
     )
+    print(f"\ndocuments: unavailable ({documents_error})" if documents is None else "\n" + format_documents(documents))
     return 0
 
 
@@ -196,6 +200,81 @@ def _judged(quality: dict[str, Any] | None) -> str:
 
 def _minute(iso: str | None) -> str:
     return "-" if not iso else iso[:16].replace("T", " ")
+
+
+# How many documents the report lists: the most retrieved, and those in answers judged bad above their feature's rate.
+REPORT_DOCUMENTS = 10
+
+
+def _documents(args: argparse.Namespace, traffic: Any) -> tuple[dict[str, Any] | None, str]:
+    """The most retrieved documents and the problem documents over the same window (read like the quality section:
+    a store or agent without the document reads costs this section only). They are not kept apart per release
+    or environment yet, so with --release or --environment it says so instead of showing every release's."""
+    if any(_where(args).values()):
+        return None, "the document views are not read per release or environment yet"
+    try:
+        window = {"since_s": args.since, "feature": args.feature, "traffic": traffic, "limit": REPORT_DOCUMENTS}
+        return {
+            "top": read_rows(args, "documents", **window),
+            "problems": read_rows(args, "problem_documents", **window),
+        }, ""
+    except CommandError as exc:
+        return None, str(exc)
+
+
+def format_documents(documents: dict[str, Any]) -> str:
+    """The documents section: per document (its paragraph or source, else its chunk id) of the answers' final
+    context, how often and at which rank it was retrieved and the share of its judged answers judged unfaithful;
+    then the documents in answers judged unfaithful or unhelpful more often than their feature's answers."""
+    top, problems = documents["top"], documents["problems"]
+    if not top:
+        return "documents: no retrieved documents in this window"
+    out = [f"documents (the {len(top)} most retrieved into answers' final context)"]
+    out += _table(
+        ("feature", "document", "retrieved", "traces", "mean rank", "first", "chunks", "unfaithful", "top question"),
+        [
+            (
+                d["feature"],
+                d["doc"],
+                str(d["retrieved"]),
+                str(d["traces"]),
+                f"{d['mean_rank']:.1f}",
+                str(d["first"]),
+                str(d["chunks"]),
+                "-" if d["unfaithful_share"] is None else f"{d['unfaithful_share']:.0%}",
+                d["groups"][0]["label"] or d["groups"][0]["example"] if d["groups"] else "-",
+            )
+            for d in top
+        ],
+    )
+    if not problems:
+        out.append("\nproblem documents: none judged bad more often than their feature's answers")
+        return "\n".join(out)
+    out.append("\nproblem documents (in answers judged unfaithful or unhelpful more often than the feature's)")
+    out += _table(
+        ("feature", "document", "bad/judged", "share", "feature's share", "excess", "z"),
+        [
+            (
+                p["feature"],
+                p["doc"],
+                f"{p['bad']}/{p['judged']}",
+                f"{p['bad_share']:.0%}",
+                f"{p['baseline_share']:.0%}",
+                f"{p['excess']:.1f}",
+                "-" if p["z"] is None else f"{p['z']:.1f}",
+            )
+            for p in problems
+        ],
+    )
+    return "\n".join(out)
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    table = [headers, *rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in table]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
 
 
 def format_quality(rows: list[dict[str, Any]]) -> str:

@@ -18,6 +18,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ragmon.drift.canary import CanaryAnalysis
+    from ragmon.drift.canary_config import CanaryConfig
     from ragmon.drift.channels import (
         Channel,
         Delivery,
@@ -59,6 +61,8 @@ _EXPORTS: dict[str, str] = {
     "AlertRecord": "ragmon.drift.record",
     "AlertSink": "ragmon.drift.evaluator",
     "AlertsConfig": "ragmon.drift.rules",
+    "CanaryAnalysis": "ragmon.drift.canary",
+    "CanaryConfig": "ragmon.drift.canary_config",
     "Channel": "ragmon.drift.channels",
     "CusumDetector": "ragmon.drift.detectors",
     "Delivery": "ragmon.drift.channels",
@@ -105,6 +109,8 @@ __all__ = [
     "AlertRecord",
     "AlertSink",
     "AlertsConfig",
+    "CanaryAnalysis",
+    "CanaryConfig",
     "Channel",
     "CusumDetector",
     "Delivery",

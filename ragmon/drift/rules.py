@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ragmon.drift.canary_config import CanaryConfig
 from ragmon.drift.detectors import (
     DETECTOR_SETTINGS,
     DETECTORS,
@@ -178,6 +179,7 @@ class AlertsConfig(Strict):
     rules: list[RuleConfig] = Field(default_factory=list)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     dedup_entries: int = Field(default=10_000, ge=1)  # (alert id, state, channel) deliveries remembered
+    canary: CanaryConfig = Field(default_factory=CanaryConfig)  # new releases compared with the one before
 
     @model_validator(mode="before")
     @classmethod
@@ -196,6 +198,11 @@ class AlertsConfig(Strict):
         if duplicates:
             raise ValueError(f"duplicate rule names: {', '.join(duplicates)}")
         defined = {LOG_CHANNEL, *self.channels}
+        missing_canary = [c for c in self.canary.channels if c not in defined]
+        if missing_canary:
+            raise ValueError(
+                f"canary names undefined channel(s) {', '.join(missing_canary)}; defined: {', '.join(sorted(defined))}"
+            )
         for rule in self.effective_rules():
             missing = [c for c in rule.channels if c not in defined]
             if missing:

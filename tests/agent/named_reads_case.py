@@ -15,14 +15,17 @@ import time
 from datetime import UTC, datetime
 
 from ragmon.sinks import Store, open_store
-from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE
+from ragmon.sinks.documents_rollup_sql import documents_rollup_sql
+from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE, Ddl
 
 from tests.dashboard.known_rows import Trace, alert, insert_traces, payload, request, score, span_id, utc
 from tests.labels import known_labels
+from tests.support import release_rows
 from tests.support.span_rows import SpanBatch, insert_spans
 
 TENANTS = {"acme": "docs-qa", "globex": "globex-qa"}  # tenant -> its feature
 GLOBEX_JUDGE = "globex-judge-v1"
+SHARED = "shared-qa"  # a feature both tenants send, with two releases (compare)
 
 
 def fill(store: Store, now_s: float | None = None) -> None:
@@ -81,6 +84,22 @@ def fill(store: Store, now_s: float | None = None) -> None:
         for n, (tenant, trace_id) in enumerate([*((t.tenant, t.trace_id) for t in traces), *labelled])
     )
 
+    _releases(store, now_s)
+
+
+def _releases(store: Store, now_s: float) -> None:
+    """Two releases of one feature both tenants share, each tenant with a question group and paragraph of its own
+    (globex's say so), for `compare`: a comparison over every tenant mixes both, each tenant's holds its own. Hours
+    back, outside the commands' window, so the report and the alerts' history stay the case's own."""
+    for i, tenant in enumerate(TENANTS):
+        group = release_rows.Group(f"{tenant}-g", f"{tenant} question?", 1.0, (f"{tenant}-para",))
+        stretches = [
+            release_rows.Traffic(
+                f"r{n}", now_s - 4 * 3600 + 1200 * n, 30, 20.0, (group,), feature=SHARED, tenant=tenant
+            )
+            for n in (1, 2)
+        ]
+        release_rows.write(store, stretches, seed=i)
 
 
 def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
@@ -103,7 +122,7 @@ def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
             "status": "ok", "error_type": "", "model": "", "provider": "", "input_tokens": 0, "output_tokens": 0,
             "cached_input_tokens": 0, "cost_usd": None, "top1_score": None, "similarity_gap": None,
             "norm_deviation": None, "ttft_ms": None, "retrieved_ids": [f"c{k}", f"c{k}b"],
-            "retrieved_scores": [0.9, 0.8], "retrieved_sources": docs, "attributes": {}, "ingest_seq": 0,
+            "retrieved_scores": [0.9, 0.8], "retrieved_sources": docs, "attributes": {}, "ingest_seq": 1,
         }  # fmt: skip
         for name, value in row.items():
             getattr(batch, name).append(value)
@@ -124,6 +143,9 @@ def _documents(store: Store, traces: list[Trace], now_s: float) -> None:
             }
         )
     insert_spans(store, batch)
+    # their documents into the document rollups, as the agent's roll-up does once they are decided (not the span
+    # rollup: these search spans would add calls, and minutes, to the report's rows)
+    store.backend.execute(documents_rollup_sql(Ddl(store.topology)), {"seq_from": 1, "seq_to": 1})
     store._insert_rows(TRACE_QUESTIONS_TABLE, TRACE_QUESTION_COLUMNS, questions, None)
 
 

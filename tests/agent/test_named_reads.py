@@ -36,6 +36,7 @@ KEYS = {"acme": "k-acme", "globex": "k-globex"}
 REQUIRED = {
     "conversation": {"conversation": {"session": "s"}},
     "document_shift": {"release_a": "v1", "release_b": "v2"},
+    "compare": {"feature": case.SHARED},
 }
 
 

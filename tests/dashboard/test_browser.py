@@ -454,8 +454,129 @@ def test_the_releases_view_puts_releases_side_by_side_and_filters_to_one(agent: 
     assert calls == {"request": "2", "search": "2"}
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-releases.png"), full_page=True)
+
+
+def test_a_canary_alert_opens_the_release_comparison(agent: AgentProcess, page: Any) -> None:
+    from tests.dashboard import canary_probe
+
+    for release, fail_every in (("1.0", 0), ("1.1", 3)):
+        sent = _run("-m", "tests.dashboard.canary_probe", agent.otlp_http, KEY, release, "240", str(fail_every))
+        assert sent.returncode == 0, sent.stderr[-3000:]
+
+    def canary_alert() -> dict[str, Any] | None:
+        alerts = _dashboard_json(agent, "alerts")
+        return next((a for a in alerts if a["rule"] == "canary" and a["feature"] == canary_probe.FEATURE), None)
+
+    _wait_until(lambda: canary_alert() is not None, "the canary alert of release 1.1", timeout_s=300)
+    alert = canary_alert()
+    assert alert is not None and "release 1.1" in alert["message"] and "error rate" in alert["message"]
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    link = page.locator("#alerts li", has_text="release 1.1").locator("a.alert-link")
+    assert link.get_attribute("href") == f"#/compare?feature={canary_probe.FEATURE}&baseline=1.0&candidate=1.1"
+    link.click()
+    page.wait_for_selector("body[data-loaded=compare]", timeout=60_000)
+    assert page.text_content("#compare-title") == f"{canary_probe.FEATURE}: release 1.1 against 1.0"
+    errors = page.locator("#compare-overall tr.metric-error_rate")
+    assert errors.count() == 1 and "regressed" in (errors.get_attribute("class") or "")
+    assert errors.locator("td").nth(5).text_content() == "240 / 240"
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-compare.png"), full_page=True)
+
+
+def test_the_documents_view_shows_paragraphs_problem_documents_and_the_release_form(
+    agent: AgentProcess, page: Any
+) -> None:
+    from tests.dashboard import documents_probe as probe
+
+    sent = _run("-m", "tests.dashboard.documents_probe", agent.otlp_http, KEY, timeout_s=120)
+    assert sent.returncode == 0, sent.stderr[-3000:]
+
+    def probe_documents() -> list[dict[str, Any]]:
+        rows = _read_json(agent, "documents", since_s="3600", feature=probe.FEATURE)
+        return rows if isinstance(rows, list) else []
+
+    # the agent rolls a range's documents up once the sampler has decided its traces
+    _wait_until(lambda: sum(d["retrieved"] for d in probe_documents()) == 2 * probe.REQUESTS, "the probe's documents")
+
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.select_option("#feature", probe.FEATURE)  # the demo's documents beside it could outnumber the list
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.click("#documents-link")
+    page.wait_for_selector("body[data-loaded=documents]", timeout=30_000)
+    row = page.locator("#documents-top tr.document-row", has_text=probe.PARAGRAPH)
+    assert row.count() == 1
+    cells = row.locator("td").all_text_contents()
+    # feature, document, retrieved, traces, mean rank, first, chunks: the paragraph, re-chunked, is one document
+    assert cells[:7] == [probe.FEATURE, probe.PARAGRAPH, str(probe.REQUESTS), str(probe.REQUESTS), "1.0",
+                         str(probe.REQUESTS), "2"]  # fmt: skip
+    other = page.locator("#documents-top tr.document-row", has_text=probe.OTHER)
+    assert other.locator("td").nth(4).text_content() == "2.0"  # always second
+    assert page.locator("#documents-problems tbody tr").count() >= 1  # problem rows, or the line saying there are none
+
+    page.fill("#documents-release-a", "v1")
+    page.fill("#documents-release-b", "v2")
+    page.click("#documents-shift-go")
+    page.wait_for_selector("body[data-shift='v1..v2']", timeout=30_000)
+    assert page.locator("#documents-shift-groups li").count() >= 1  # the groups, or the line saying there are none
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-documents.png"), full_page=True)
     assert page.evaluate("window.__cspViolations") == []
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+def _post_feedback(agent: AgentProcess, items: list[dict[str, Any]]) -> None:
+    """Feedback as the app's backend sends it: JSON to the receiver's /v1/feedback with the tenant's API key."""
+    request = urllib.request.Request(
+        f"{agent.otlp_http}/v1/feedback",
+        data=json.dumps(items).encode(),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200 and json.loads(response.read()) == {"accepted": len(items)}
+
+
+def test_feedback_figures_and_the_thumbs_down_judged_faithful_filter(agent: AgentProcess, page: Any) -> None:
+    """Users' thumbs on kept traces the judge passed: the feedback view counts them per feature and release, and the
+    review queue's "Thumbs down, judged faithful" checkbox shows exactly the traces given thumbs down."""
+    queue = _dashboard_json(agent, "review", metric="faithfulness", per_bin="50")["items"]
+    passed = [item for item in queue if item["score"] >= 0.5]
+    assert len(passed) >= 3, queue
+    down = {passed[0]["trace_id"], passed[1]["trace_id"]}
+    up = passed[2]["trace_id"]
+    _post_feedback(
+        agent,
+        [*({"trace_id": t, "thumbs": "down", "user": "browser-test"} for t in down), {"trace_id": up, "thumbs": "up"}],
+    )
+    _log_in(page, agent, KEY)
+    page.click("#review-link")
+    page.wait_for_selector("body[data-loaded=review]", timeout=30_000)
+    page.evaluate("document.body.dataset.loaded = ''")
+    page.check("#review-disagreements")
+    page.wait_for_selector("body[data-loaded=review]", timeout=30_000)
+    shown = {r.get_attribute("data-trace-id") for r in page.locator("#review-queue tr.review-row").all()}
+    assert shown == down
+    page.evaluate("document.body.dataset.loaded = ''")
+    page.uncheck("#review-disagreements")
+    page.wait_for_selector("body[data-loaded=review]", timeout=30_000)
+    assert page.locator("#review-queue tr.review-row").count() > len(down)  # the whole queue again
+
+    page.click("#feedback-link")
+    page.wait_for_selector("body[data-loaded=feedback]", timeout=30_000)
+    rows = page.locator("#feedback-releases tbody tr.feedback-row")
+    cells = [row.locator("td").all_text_contents() for row in rows.all()]
+    expected = _read_json(agent, "feedback", since_s="3600")
+    assert sum(int(c[3]) for c in cells) == sum(r["thumbs_up"] for r in expected if r["feature"]) >= 1
+    assert sum(int(c[4]) for c in cells) == sum(r["thumbs_down"] for r in expected if r["feature"]) >= 2
+    assert {c[0] for c in cells} == {r["feature"] for r in expected if r["feature"]}
+    # Per question group: the rows the read gives (none when the grouper has not placed these traces yet).
+    grouped = _read_json(agent, "feedback_questions", since_s="3600")
+    assert page.locator("#feedback-questions tbody tr.feedback-row").count() == len(grouped)
+    assert page.errors == []  # type: ignore[attr-defined]
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-feedback.png"), full_page=True)
 
 
 def test_the_question_view_shows_the_most_common_questions_and_opens_their_traces(

@@ -180,6 +180,8 @@ def test_page_is_public_and_carries_strict_security_headers(keyed: Client) -> No
         "/static/review.js",
         "/static/conversation.js",
         "/static/releases.js",
+        "/static/compare.js",
+        "/static/feedback.js",
     ]
     assert audit.inline_script_text == "" and audit.offending_attributes == []
 
@@ -192,7 +194,7 @@ def test_data_is_never_cached_and_has_the_same_headers(keyed: Client) -> None:
         assert headers["x-frame-options"] == "DENY" and "content-security-policy" in headers
 
 
-@pytest.mark.parametrize("name", ["app.js", "review.js"])
+@pytest.mark.parametrize("name", ["app.js", "review.js", "compare.js", "feedback.js"])
 def test_the_scripts_never_turn_data_into_html(name: str) -> None:
     """The page's scripts build the DOM with textContent; none of the HTML-parsing sinks appear in them."""
     lines = (STATIC_DIR / name).read_text().splitlines()

@@ -109,6 +109,10 @@ def test_cluster_views_read_and_write_local_tables() -> None:
         "spans_1h_mv": ("spans_1h_local", ["spans_1m_local"]),
         # a label and its audit row land on one shard (both by trace id): each shard copies its own writes
         "labels_mv": ("labels_local", ["label_writes_local"]),
+        # v11: a feedback and its audit row, likewise
+        "feedback_mv": ("feedback_local", ["feedback_writes_local"]),
+        # v12: document minutes land by document on a shard, which adds them up per hour
+        "documents_1h_mv": ("documents_1h_local", ["documents_1m_local"]),
     }
     # v5 hands the minute rollup to the agent (sinks/rollup_sql.py): v1's minute view goes on every node
     assert f"DROP VIEW IF EXISTS `ragmon`.`spans_1m_mv` ON CLUSTER `{CLUSTER}`" in sql

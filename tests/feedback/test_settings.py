@@ -33,3 +33,18 @@ def test_good_feedback_settings() -> None:
     )
     assert settings.agent.feedback_origins == ["http://localhost:3000"]
     assert [k.get_secret_value() for k in settings.agent.feedback_keys["acme"]] == ["fb1", "fb2"]
+
+
+def test_feedback_settings_from_the_environment() -> None:
+    """The way a container is configured: a table and a list, each as JSON in its variable; a value that only starts
+    with a bracket (an IPv6 listen address) stays text."""
+    settings = load_settings(
+        env={
+            "RAGMON_AGENT__FEEDBACK_KEYS": '{"acme": ["fb1"]}',
+            "RAGMON_AGENT__FEEDBACK_ORIGINS": '["https://app.example.com", "http://localhost:3000"]',
+            "RAGMON_AGENT__OTLP_HTTP": "[::1]:4318",
+        }
+    )
+    assert settings.agent.feedback_origins == ["https://app.example.com", "http://localhost:3000"]
+    assert [k.get_secret_value() for k in settings.agent.feedback_keys["acme"]] == ["fb1"]
+    assert settings.agent.otlp_http == "[::1]:4318"

@@ -125,6 +125,7 @@ def _load(store: Store) -> list[Trace]:
                 }
             )
     insert_spans(store, batch)
+    store.roll_up(1, 1)  # what the agent does once the sampler has decided the range (every row here is seq 1)
     store._insert_rows(TRACE_QUESTIONS_TABLE, TRACE_QUESTION_COLUMNS, questions, None)
     groups = [
         {"tenant": "acme", "feature": "support", "group_id": g, "label": label, "normalised": label.lower(),
@@ -223,3 +224,22 @@ def test_the_views_are_named_reads_with_checked_parameters(store: Store) -> None
     assert [d["doc"] for d in docs] == ["faq.md#p1", "install.md#p1"][: len(docs)] and len(docs) == 2
     with pytest.raises(BadParameter):
         named_read("problem_documents").parse({"min_judged": ["0"]})
+
+
+def test_the_reports_documents_section(store: Store) -> None:
+    from ragmon.commands.report import format_documents
+
+    _load(store)
+    top = store.documents(3600, feature="support", limit=10, tenant="acme", now_s=NOW_S)
+    problems = store.problem_documents(3600, feature="support", limit=10, tenant="acme", now_s=NOW_S)
+    lines = format_documents({"top": top, "problems": problems}).splitlines()
+    assert lines[0] == "documents (the 4 most retrieved into answers' final context)"
+    faq = next(line.split() for line in lines if "faq.md#p1" in line)
+    # feature, document, retrieved, traces, mean rank, first, chunks, unfaithful share, the top group's question
+    assert faq[:8] == ["support", "faq.md#p1", "60", "60", "2.0", "0", "1", f"{20 / 56:.0%}"]
+    assert " ".join(faq[8:]) == REFUND_Q
+    pricing = next(line.split() for line in lines if line.startswith("support") and "pricing.md#p2" in line)
+    assert pricing[:8] == ["support", "pricing.md#p2", "20", "20", "1.0", "20", "1", "100%"]
+    at = lines.index("problem documents (in answers judged unfaithful or unhelpful more often than the feature's)")
+    assert lines[at + 3].split()[:5] == ["support", "pricing.md#p2", "20/20", "100%", f"{20 / 56:.0%}"]
+    assert format_documents({"top": [], "problems": []}) == "documents: no retrieved documents in this window"

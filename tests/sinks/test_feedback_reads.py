@@ -70,3 +70,54 @@ def test_summary_scores_and_disagreements(store: Store) -> None:
         ]
         == a
     )
+
+
+def test_feedback_per_question_group_joins_by_trace(store: Store) -> None:
+    from ragmon.sinks.schema import TRACE_QUESTION_COLUMNS, TRACE_QUESTIONS_TABLE
+
+    now = time.time()
+    ids = [known_labels.trace_id(0xE0 + n) for n in range(4)]  # two in "refunds", one in "login", one ungrouped
+    request_span = Span("request", 0.0, 10.0, name="request qa", parent=None)
+    insert_traces(
+        store, [Trace(t, now - 120 + n, [request_span], tenant="acme", feature="qa") for n, t in enumerate(ids)]
+    )
+    groups = {ids[0]: ("g-refunds", "how do refunds work", 1.0), ids[1]: ("g-refunds", "refund please", 0.7)}
+    groups[ids[2]] = ("g-login", "cannot log in", 1.0)
+    store._insert_rows(
+        TRACE_QUESTIONS_TABLE,
+        TRACE_QUESTION_COLUMNS,
+        [
+            {
+                "tenant": "acme",
+                "trace_id": t,
+                "feature": "qa",
+                "eval_run": "",
+                "release": "",
+                "environment": "",
+                "start_time": datetime.fromtimestamp(now - 120, UTC),
+                "group_id": g,
+                "question": q,
+                "similarity": s,
+                "failed": 0,
+                "duration_ms": 10.0,
+            }
+            for t, (g, q, s) in groups.items()
+        ],
+        None,
+    )
+    store.insert_feedback(
+        [
+            _row("acme", {"trace_id": ids[0]}, "thumbs", 0.0, "user:a", now - 30),
+            _row("acme", {"trace_id": ids[1]}, "rating", 1.0, "user:b", now - 30),
+            _row("acme", {"trace_id": ids[2]}, "thumbs", 1.0, "user:c", now - 30),
+            _row("acme", {"trace_id": ids[3]}, "thumbs", 0.0, "user:d", now - 30),  # no group: not in this read
+        ]
+    )
+    rows = store.feedback_by_question(3600, tenant="acme")
+    assert [(r["group_id"], r["traces"], r["negative"], r["verdicts"]) for r in rows] == [
+        ("g-refunds", 2, 2, 2),  # most negative first
+        ("g-login", 1, 0, 1),
+    ]
+    assert rows[0]["question"] == "how do refunds work"  # the one closest to the group's representative
+    assert rows[0]["negative_share"] == 1.0 and rows[1]["thumbs_up"] == 1
+    assert store.feedback_by_question(3600, tenant="globex") == []

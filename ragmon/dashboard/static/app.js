@@ -165,7 +165,7 @@
   }
 
   function showSection(name) {
-    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "questions"]) $(id).hidden = id !== name;
+    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "compare", "feedback", "documents", "questions"]) $(id).hidden = id !== name;
     $("controls").classList.toggle("disabled", name === "login");
   }
 
@@ -459,6 +459,8 @@
         ]),
         el("div", { className: "alert-msg", text: a.message }),
         el("div", { className: "alert-scope", text: [scope, figures].filter(Boolean).join(" — ") }),
+        // an alert that says where links to what explains it (a canary alert: the release comparison, compare.js)
+        a.labels && /^#\/compare\?/.test(a.labels.link || "") ? el("a", { className: "alert-link", href: a.labels.link, text: "the comparison →" }) : null,
       ]));
     }
   }
@@ -787,6 +789,7 @@
     showSection, showBanner, handleError, fmtTime, fmtShortTime, fmtScore, fmtPct, verdictTone, TRACE_ID, stopRefresh,
     addRoute: (pattern, handler) => extraRoutes.push({ pattern, handler }),
     nextSeq: () => ++state.seq, isCurrent: (seq) => seq === state.seq,
+    windowParams, // the window, feature and traffic chosen above, as a read's parameters (documents.js)
   });
 
   document.addEventListener("DOMContentLoaded", init);

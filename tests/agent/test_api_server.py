@@ -122,5 +122,6 @@ def test_the_reports_reads_send_their_values_to_a_running_agent() -> None:
             assert commands.ask_agent(server.url, name, sent, None) == [{"n": 1}]
     finally:
         server.stop()
-    assert reads == [("quality", sent, None), ("kept_share", sent, None)]
+    # the quality read's own defaults arrive beside what was sent (no release, no environment: all of them)
+    assert reads == [("quality", {**sent, "release": None, "environment": None}, None), ("kept_share", sent, None)]
     assert queries == []

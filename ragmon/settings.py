@@ -124,6 +124,10 @@ class QuestionSettings(_Section):
     minilm_threshold: float = Field(default=0.6, gt=0, le=1)  # cosine a question needs to join a MiniLM group
     max_groups_per_feature: int = Field(default=2000, ge=1)  # held in memory; the least-used go past it
     cache_size: int = Field(default=100_000, ge=0)  # exact repeats (normalised) remembered, skipping the grouper
+    # The stage runs on its own thread and may lag: it reads at most this many sampled ranges per run, and past
+    # `max_behind_ranges` rolled up and not grouped gives the oldest up (counted) rather than fall ever further behind
+    ranges_per_run: int = Field(default=50, ge=1)
+    max_behind_ranges: int = Field(default=2000, ge=1)
 
 
 class AgentSettings(_Section):

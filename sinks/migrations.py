@@ -615,6 +615,63 @@ def _v12(ddl: Ddl, r: Retention) -> list[str]:
     ]
 
 
+# v13's hourly rollup of the question groups, as v13 made it.
+_QUESTION_HOURS = _columns(
+    "hour DateTime, tenant LowCardinality(String), feature LowCardinality(String), eval_run LowCardinality(String),"
+    " release LowCardinality(String), environment LowCardinality(String), group_id String,"
+    " requests SimpleAggregateFunction(sum, UInt64), failed SimpleAggregateFunction(sum, UInt64),"
+    f" duration_q AggregateFunction({_DURATION_STATE}, Float64),"
+    " examples AggregateFunction(groupUniqArray(3), String)"
+)
+
+
+def _question_hours_select(source: str) -> str:
+    return (
+        "SELECT toStartOfHour(toDateTime(q.start_time)) AS hour, q.tenant AS tenant, q.feature AS feature,\n"
+        "    q.eval_run AS eval_run, q.release AS release, q.environment AS environment, q.group_id AS group_id,\n"
+        "    count() AS requests, sum(q.failed) AS failed,\n"
+        f"    {_state(_DURATION_STATE, 'State')}(q.duration_ms) AS duration_q,\n"
+        "    groupUniqArrayState(3)(q.question) AS examples\n"
+        f"FROM {source} AS q\n"
+        "GROUP BY hour, tenant, feature, eval_run, release, environment, group_id"
+    )
+
+
+def _v13(ddl: Ddl, r: Retention) -> list[str]:
+    """The question-group view's shape: whole hours per group (`trace_questions_1h`, written by a view as the
+    question stage inserts, backfilled from what is grouped already) and the trace id as a number on
+    `trace_questions` (`trace_hash`, computed on read in parts written before it)."""
+    hours = ddl.create_table(
+        "trace_questions_1h",
+        _QUESTION_HOURS,
+        engine=ddl.engine("AggregatingMergeTree", "trace_questions_1h"),
+        partition_by="toYYYYMM(hour)",
+        order_by="hour, tenant, feature, eval_run, release, environment, group_id",
+        ttl=ttl_clause("hour", r.rollups_days),
+    )
+    hour_table = ddl.table("trace_questions_1h")
+    # Migrations run before the agent inserts, so backfill-then-view loses nothing; the emptiness guard makes a
+    # re-run after a crash between the two a no-op, as v2's hours.
+    backfill = (
+        f"INSERT INTO {hour_table}\n({', '.join(name for name, _ in _QUESTION_HOURS)})\n"
+        f"{_question_hours_select(ddl.table('trace_questions'))}\n"
+        f"HAVING (SELECT count() FROM {hour_table}) = 0"
+    )
+    view = (
+        f"CREATE MATERIALIZED VIEW IF NOT EXISTS {ddl.table('trace_questions_1h_mv')}{ddl.on_cluster}"
+        f" TO {ddl.local('trace_questions_1h')} AS\n{_question_hours_select(ddl.local('trace_questions'))}"
+    )
+    return [
+        *ddl.alter_columns(
+            "trace_questions", "ADD COLUMN IF NOT EXISTS trace_hash UInt64 MATERIALIZED cityHash64(trace_id)"
+        ),
+        hours,
+        *ddl.distributed("trace_questions_1h"),
+        backfill,
+        view,
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Migration:
     version: int
@@ -642,4 +699,5 @@ def migrations(topology: Topology, retention: Retention) -> list[Migration]:
         ),
         Migration(11, "end users' feedback, and the log of every feedback written", tuple(_v11(ddl, retention))),
         Migration(12, "document rollups per minute and per hour", tuple(_v12(ddl, retention))),
+        Migration(13, "question groups per hour; trace_questions: trace_hash", tuple(_v13(ddl, retention))),
     ]

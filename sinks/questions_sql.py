@@ -1,6 +1,7 @@
 """SQL of the recurring questions: each decided trace's question and what the grouping needs beside it
 (`trace_questions_sql`, read by the agent's question stage), the groups held at start (`question_groups_sql`), and
-the view of the most common questions over a window (`question_view_sql`).
+the view of the most common questions over a window (`question_figures_sql`, then `question_details_sql` for
+the groups it ranks first).
 
 A range's traces are those whose root span was stored in it: a root is stored last (it ends after its children),
 so a trace is read once, when it is whole. Its spans and captured text are read from `context_from` — the oldest
@@ -14,7 +15,16 @@ from typing import Any
 
 from ragmon.sinks import trace_question_sql as Q
 from ragmon.sinks.quality import weighted_sums
-from ragmon.sinks.schema import CONTENT_TABLE, QUESTION_GROUPS_TABLE, TRACE_QUESTIONS_TABLE, Ddl
+from ragmon.sinks.schema import (
+    CONTENT_TABLE,
+    DURATION_STATE,
+    QUESTION_EXAMPLES,
+    QUESTION_GROUPS_TABLE,
+    QUESTION_HOUR_ROLLUP_TABLE,
+    TRACE_HASH,
+    TRACE_QUESTIONS_TABLE,
+    Ddl,
+)
 from ragmon.sinks.traffic import PRODUCTION, Traffic
 
 # Characters of a question kept in `trace_questions` (as asked).
@@ -87,79 +97,125 @@ ORDER BY tenant, feature, members DESC, group_id
 LIMIT {{per_feature:UInt32}} BY tenant, feature"""
 
 
-def question_view_sql(
-    ddl: Ddl, start_s: int, end_s: int, feature: str | None, limit: int, traffic: Traffic = PRODUCTION
-) -> tuple[str, dict[str, Any]]:
-    """The `limit` most asked question groups over [start_s, end_s) and each one's figures over it and over the
-    window of equal length before it (`period` 1 and 0): requests, share of the period's grouped requests, errors,
-    p95 duration, up to three example questions; and per metric the judged quality weighted by inclusion
-    probability (`quality.weighted_sums`) and refusals, from the scores of the group's traces."""
+def whole_hours(start_s: int, end_s: int) -> tuple[int, int]:
+    """[first, last) clock hours wholly inside [start_s, end_s); first == last when there is none."""
+    first = -(-int(start_s) // 3600) * 3600
+    return first, max(first, int(end_s) // 3600 * 3600)
+
+
+def _view_params(start_s: int, end_s: int, feature: str | None, traffic: Traffic) -> tuple[dict[str, Any], list[str]]:
+    """The window [start_s, end_s) and the one of equal length before it (`prev_s`), and the conditions every
+    part of the view shares (traffic, feature) over `trace_questions` and its hourly rollup."""
     params: dict[str, Any] = {
         "start_s": int(start_s),
         "end_s": int(end_s),
         "prev_s": int(start_s) - (int(end_s) - int(start_s)),
-        "limit": int(limit),
     }
-    where = [
-        "start_time >= toDateTime64({prev_s:Int64}, 9)",
-        "start_time < toDateTime64({end_s:Int64}, 9)",
-        traffic.condition(params),
-    ]
+    shared = [traffic.condition(params)]
     if feature is not None:
-        where.append("feature = {feature:String}")
+        shared.append("feature = {feature:String}")
         params["feature"] = feature
-    scores_where = traffic.scores_condition(params, ddl.table("payloads"))
+    return params, shared
+
+
+def question_figures_sql(
+    ddl: Ddl, start_s: int, end_s: int, feature: str | None, traffic: Traffic = PRODUCTION
+) -> tuple[str, dict[str, Any]]:
+    """Every group's requests, errors and duration sketch over [start_s, end_s) (`period` 1) and the window of
+    equal length before it (0): each period's whole hours from `trace_questions_1h`, its edges from
+    `trace_questions` itself (exact to the second). A few hundred rows per feature; the caller ranks them."""
+    params, shared = _view_params(start_s, end_s, feature, traffic)
+    edges = []
+    for p, (a, b) in enumerate(((params["prev_s"], params["start_s"]), (params["start_s"], params["end_s"]))):
+        params[f"h{p}0"], params[f"h{p}1"] = whole_hours(a, b)
+        edges.append(f"NOT (start_time >= toDateTime64({{h{p}0:Int64}}, 9)"
+                     f" AND start_time < toDateTime64({{h{p}1:Int64}}, 9))")  # fmt: skip
+    hours = " OR ".join(f"(hour >= toDateTime({{h{p}0:Int64}}) AND hour < toDateTime({{h{p}1:Int64}}))" for p in (0, 1))
+    merge_state = DURATION_STATE.replace("(", "State(", 1)
+    period = "toUInt8({column} >= toDateTime64({{start_s:Int64}}, 9))"
     return (
         f"""
-WITH figures AS (
-    -- per group and period straight from the rows (no per-trace step: a day holds millions of traces); a range
-    -- grouped again after a crash counts until the table's merge collapses it
-    SELECT tenant, feature, group_id, toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period,
-        count() AS requests, sum(failed) AS errors, quantile(0.95)(duration_ms) AS p95_ms,
-        arraySlice(groupUniqArray(4)(question), 1, 3) AS examples
+SELECT tenant, feature, group_id, period, sum(requests) AS requests, sum(errors) AS errors,
+    {DURATION_STATE.replace("(", "Merge(", 1)}(duration_q) AS duration_quantiles
+FROM (
+    SELECT tenant, feature, group_id, {period.format(column="hour")} AS period, requests, failed AS errors,
+        duration_q
+    FROM {ddl.table(QUESTION_HOUR_ROLLUP_TABLE)}
+    WHERE ({hours}) AND {" AND ".join(shared)}
+    UNION ALL
+    -- the edges: a few partial hours of rows (a range grouped again after a crash counts until merges collapse it)
+    SELECT tenant, feature, group_id, {period.format(column="start_time")} AS period, count() AS requests,
+        sum(failed) AS errors, {merge_state}(duration_ms) AS duration_q
     FROM {ddl.table(TRACE_QUESTIONS_TABLE)}
-    WHERE {" AND ".join(where)}
+    WHERE start_time >= toDateTime64({{prev_s:Int64}}, 9) AND start_time < toDateTime64({{end_s:Int64}}, 9)
+        AND {" AND ".join(edges)} AND {" AND ".join(shared)}
     GROUP BY tenant, feature, group_id, period
-),
-totals AS (SELECT period, sum(requests) AS requests FROM figures GROUP BY period),
-top AS (
-    SELECT tenant, feature, group_id FROM figures WHERE period = 1
-    ORDER BY requests DESC, group_id LIMIT {{limit:UInt32}}
-),
-traces AS (
-    SELECT tenant, trace_id, feature, group_id, toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period
-    FROM {ddl.table(TRACE_QUESTIONS_TABLE)}
-    WHERE {" AND ".join(where)} AND (tenant, feature, group_id) IN (SELECT tenant, feature, group_id FROM top)
-),
-judged AS (
-    SELECT t.tenant AS tenant, t.feature AS feature, t.group_id AS group_id, t.period AS period, s.metric AS metric,
-        count() AS judged, countIf(has(s.flags, 'refusal')) AS refusals,
-        {weighted_sums("s.")}
-    FROM traces AS t
-    INNER JOIN (
-        SELECT tenant, trace_id, metric, value, status, flags, inclusion_probability
-        FROM {ddl.table("scores")} FINAL
-        WHERE run_name = '' AND {scores_where}
-            AND trace_id IN (SELECT trace_id FROM traces)
-    ) AS s ON s.tenant = t.tenant AND s.trace_id = t.trace_id
-    GROUP BY tenant, feature, group_id, period, metric
 )
-SELECT f.tenant AS tenant, f.feature AS feature, f.group_id AS group_id, f.period AS period,
-    f.requests AS requests, tot.requests AS period_requests, f.errors AS errors, f.p95_ms AS p95_ms,
-    f.examples AS examples, g.label AS label,
-    arrayFilter(x -> x.1 != '', groupArray((j.metric, j.judged, j.refusals, j.weighted_n, j.sum_w, j.sum_wy,
-        j.sum_w2, j.sum_w2y, j.sum_w2y2))) AS metrics
-FROM (SELECT * FROM figures WHERE (tenant, feature, group_id) IN (SELECT tenant, feature, group_id FROM top)) AS f
-INNER JOIN totals AS tot ON tot.period = f.period
+GROUP BY tenant, feature, group_id, period""",
+        params,
+    )
+
+
+def question_details_sql(
+    ddl: Ddl, start_s: int, end_s: int, feature: str | None, groups: list[str], traffic: Traffic = PRODUCTION
+) -> tuple[str, dict[str, Any]]:
+    """For the groups ranked first (`groups`, their ids): each one's label and up to three askings from the
+    window (`period` 1, `metric` ''), and per period and metric the judged quality weighted by
+    inclusion probability (`quality.weighted_sums`), the refusals and up to ten judged trace ids (in `examples`:
+    kept traces, whose text and scores the trace view shows). Judged quality starts from the scores (a
+    small kept share) and finds their traces' groups by `trace_hash`, so it never builds a set of every trace."""
+    params, shared = _view_params(start_s, end_s, feature, traffic)
+    params["groups"] = list(groups)
+    params["h0"], params["h1"] = whole_hours(start_s, end_s)
+    groups_shared = " AND ".join(["group_id IN {groups:Array(String)}", *shared])
+    # a trace is scored after it began: scores older than the windows (an hour's clock skew aside) are not read
+    params["scored_from"] = params["prev_s"] - 3600
+    scores_where = traffic.scores_condition(params, ddl.table("payloads"))
+    scored = "run_name = '' AND scored_at >= toDateTime64({scored_from:Int64}, 3)"
+    return (
+        f"""
+SELECT h.tenant AS tenant, h.feature AS feature, h.group_id AS group_id, toUInt8(1) AS period, '' AS metric,
+    groupUniqArrayMerge({QUESTION_EXAMPLES})(h.examples) AS examples, any(g.label) AS label,
+    toUInt64(0) AS judged, toUInt64(0) AS refusals, toUInt64(0) AS weighted_n, 0. AS sum_w, 0. AS sum_wy,
+    0. AS sum_w2, 0. AS sum_w2y, 0. AS sum_w2y2
+FROM (
+    -- askings of the window only: its whole hours' from the rollup, its edges' from the rows
+    SELECT tenant, feature, group_id, examples FROM {ddl.table(QUESTION_HOUR_ROLLUP_TABLE)}
+    WHERE hour >= toDateTime({{h0:Int64}}) AND hour < toDateTime({{h1:Int64}}) AND {groups_shared}
+    UNION ALL
+    SELECT tenant, feature, group_id, groupUniqArrayState({QUESTION_EXAMPLES})(question) AS examples
+    FROM {ddl.table(TRACE_QUESTIONS_TABLE)}
+    WHERE start_time >= toDateTime64({{start_s:Int64}}, 9) AND start_time < toDateTime64({{end_s:Int64}}, 9)
+        AND NOT (start_time >= toDateTime64({{h0:Int64}}, 9) AND start_time < toDateTime64({{h1:Int64}}, 9))
+        AND {groups_shared}
+    GROUP BY tenant, feature, group_id
+) AS h
 LEFT JOIN (
     SELECT tenant, feature, group_id, argMax(label, updated_at) AS label
     FROM {ddl.table(QUESTION_GROUPS_TABLE)}
-    WHERE (tenant, feature, group_id) IN (SELECT tenant, feature, group_id FROM top)
+    WHERE group_id IN {{groups:Array(String)}}
     GROUP BY tenant, feature, group_id
-) AS g ON g.tenant = f.tenant AND g.feature = f.feature AND g.group_id = f.group_id
-LEFT JOIN judged AS j ON j.tenant = f.tenant AND j.feature = f.feature AND j.group_id = f.group_id
-    AND j.period = f.period
-GROUP BY tenant, feature, group_id, period, requests, period_requests, errors, p95_ms, examples, label
-""",
+) AS g ON g.tenant = h.tenant AND g.feature = h.feature AND g.group_id = h.group_id
+GROUP BY tenant, feature, group_id
+UNION ALL
+SELECT t.tenant AS tenant, t.feature AS feature, t.group_id AS group_id, t.period AS period, s.metric AS metric,
+    groupUniqArray(10)(t.trace_id) AS examples, '' AS label, count() AS judged,
+    countIf(has(s.flags, 'refusal')) AS refusals,
+    {weighted_sums("s.")}
+FROM (
+    SELECT tenant, trace_id, feature, group_id, toUInt8(start_time >= toDateTime64({{start_s:Int64}}, 9)) AS period
+    FROM {ddl.table(TRACE_QUESTIONS_TABLE)}
+    -- first the scored traces' numbers (one column), then the rest of their rows only
+    PREWHERE trace_hash IN (SELECT {TRACE_HASH} FROM {ddl.table("scores")} WHERE {scored})
+    WHERE start_time >= toDateTime64({{prev_s:Int64}}, 9) AND start_time < toDateTime64({{end_s:Int64}}, 9)
+        AND {groups_shared}
+    LIMIT 1 BY tenant, trace_id  -- a range grouped again after a crash, until merges collapse it
+) AS t
+INNER JOIN (
+    SELECT tenant, trace_id, metric, value, status, flags, inclusion_probability
+    FROM {ddl.table("scores")} FINAL
+    WHERE {scored} AND {scores_where}
+) AS s ON s.tenant = t.tenant AND s.trace_id = t.trace_id
+GROUP BY tenant, feature, group_id, period, metric""",
         params,
     )

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 
 from ragmon.model import CONTENT_COLUMNS, SPAN_COLUMNS
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Blocks remembered per table for insert deduplication (one block ≈ one batch per day-partition it touches).
 DEDUP_WINDOW_BLOCKS = 10_000
@@ -210,6 +210,7 @@ LABEL_ORDER = "tenant, metric, trace_id, reviewer"
 # it can be compared across releases. `trace_questions`: one row per trace (kept or not: the grouping reads the
 # text `span_content` holds for every trace); `question_groups`: one row per group, its latest state.
 TRACE_QUESTIONS_TABLE = "trace_questions"
+TRACE_HASH = "cityHash64(trace_id)"  # v13: `trace_questions.trace_hash`; a score's trace is found by it
 TRACE_QUESTION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tenant", "LowCardinality(String)"),
     ("trace_id", "String"),
@@ -337,6 +338,28 @@ DOCUMENT_HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = tuple(
 )
 # Feature and stage first: a view reads one stage's documents of a feature (or all) over a window.
 DOCUMENT_ROLLUP_ORDER = "tenant, feature, stage, eval_run, minute, release, doc"
+
+
+# v13: the question-group view reads whole hours from `trace_questions_1h` (a view on `trace_questions` writes it
+# as the stage inserts) and only the window's edges from `trace_questions` itself; judged quality looks up the
+# scored traces' groups by `trace_hash` (a number, not a 32-character string: over a day's two million rows the
+# string set was most of the view's time).
+QUESTION_HOUR_ROLLUP_TABLE = "trace_questions_1h"
+QUESTION_EXAMPLES = 3  # askings kept per group and hour
+QUESTION_HOUR_ROLLUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("hour", "DateTime"),
+    ("tenant", "LowCardinality(String)"),
+    ("feature", "LowCardinality(String)"),
+    ("eval_run", "LowCardinality(String)"),
+    ("release", "LowCardinality(String)"),
+    ("environment", "LowCardinality(String)"),
+    ("group_id", "String"),
+    ("requests", "SimpleAggregateFunction(sum, UInt64)"),
+    ("failed", "SimpleAggregateFunction(sum, UInt64)"),  # requests that had an error
+    ("duration_q", f"AggregateFunction({DURATION_STATE}, Float64)"),  # the request duration's sketch, as the rollups'
+    ("examples", f"AggregateFunction(groupUniqArray({QUESTION_EXAMPLES}), String)"),  # askings, as asked
+)
+QUESTION_HOUR_ROLLUP_ORDER = "hour, tenant, feature, eval_run, release, environment, group_id"
 
 
 def quote_identifier(name: str) -> str:
@@ -525,6 +548,19 @@ def hour_rollup_select(ddl: Ddl) -> str:
     )
 
 
+def question_hour_rollup_select(ddl: Ddl) -> str:
+    """`trace_questions` rows → their group's hour: requests, failed, the duration sketch, a few askings."""
+    return (
+        "SELECT toStartOfHour(toDateTime(q.start_time)) AS hour, q.tenant AS tenant, q.feature AS feature,\n"
+        "    q.eval_run AS eval_run, q.release AS release, q.environment AS environment, q.group_id AS group_id,\n"
+        "    count() AS requests, sum(q.failed) AS failed,\n"
+        f"    {_state(DURATION_STATE, 'State')}(q.duration_ms) AS duration_q,\n"
+        f"    groupUniqArrayState({QUESTION_EXAMPLES})(q.question) AS examples\n"
+        f"FROM {ddl.local(TRACE_QUESTIONS_TABLE)} AS q\n"
+        "GROUP BY hour, tenant, feature, eval_run, release, environment, group_id"
+    )
+
+
 def _feedback_select(ddl: Ddl) -> str:
     names = ", ".join(quote_identifier(name) for name, _ in FEEDBACK_COLUMNS)
     return f"SELECT {names} FROM {ddl.local(FEEDBACK_WRITES_TABLE)}"
@@ -676,7 +712,18 @@ TABLES: tuple[Table, ...] = (
         partition_by="toYYYYMMDD(start_time)",
         ttl=("start_time", "spans_days"),
         sharded_by=TRACE_SHARDING_KEY,
+        # v13: the trace id as a number, which the view's judged-quality lookup reads instead of the string
+        engine_columns=(("trace_hash", f"UInt64 MATERIALIZED {TRACE_HASH}"),),
         settings=_DROP_WHOLE_PARTS,
+    ),
+    Table(
+        QUESTION_HOUR_ROLLUP_TABLE,
+        QUESTION_HOUR_ROLLUP_COLUMNS,
+        engine="AggregatingMergeTree",
+        order_by=QUESTION_HOUR_ROLLUP_ORDER,  # time first, as the rollups
+        partition_by="toYYYYMM(hour)",
+        ttl=("hour", "rollups_days"),
+        sharded_by="cityHash64(tenant, feature, group_id)",
     ),
     Table(
         QUESTION_GROUPS_TABLE,
@@ -740,6 +787,8 @@ VIEWS: tuple[View, ...] = (
     View(f"{FEEDBACK_TABLE}_mv", FEEDBACK_TABLE, _feedback_select),
     # v12: the document hours follow from the document minutes the agent writes, as the span hours do.
     View(f"{DOCUMENT_HOUR_ROLLUP_TABLE}_mv", DOCUMENT_HOUR_ROLLUP_TABLE, document_hour_rollup_select),
+    # v13: every grouped trace counts in its group's hour as the question stage inserts it.
+    View(f"{QUESTION_HOUR_ROLLUP_TABLE}_mv", QUESTION_HOUR_ROLLUP_TABLE, question_hour_rollup_select),
 )
 
 
@@ -786,6 +835,8 @@ TENANT_TABLES = (
     DOCUMENT_ROLLUP_TABLE,
     DOCUMENT_HOUR_ROLLUP_TABLE,
     f"{DOCUMENT_HOUR_ROLLUP_TABLE}_mv",
+    QUESTION_HOUR_ROLLUP_TABLE,
+    f"{QUESTION_HOUR_ROLLUP_TABLE}_mv",
     # A cluster's per-shard tables sit in the same database: a SELECT naming one is filtered like the rest.
     *(name + LOCAL_SUFFIX for name in SHARDING_KEYS),
 )

@@ -145,6 +145,14 @@ def tables() -> list[TableDoc]:
             " GROUP BY group_id ORDER BY count() DESC LIMIT 10",
         ),
         _table(
+            schema.QUESTION_HOUR_ROLLUP_TABLE,
+            "per hour and question group: requests, failed requests, the duration sketch and a few askings"
+            " ({kept}; the question-group view's whole hours)",
+            f"SELECT group_id, sum(requests), {p95}(duration_q)[{index}] AS p95_ms FROM trace_questions_1h"
+            " WHERE hour > now() - INTERVAL 1 DAY GROUP BY group_id ORDER BY sum(requests) DESC LIMIT 10",
+            _rollup_notes(schema.QUESTION_HOUR_ROLLUP_COLUMNS),
+        ),
+        _table(
             schema.QUESTION_GROUPS_TABLE,
             "the recurring questions: one row per group, its representative question ({kept}; read with FINAL)",
             "SELECT feature, group_id, label, members FROM question_groups FINAL ORDER BY members DESC LIMIT 10",

@@ -59,6 +59,7 @@ def test_schema_lists_the_tables_users_query() -> None:
         "labels",
         "label_writes",
         "trace_questions",
+        "trace_questions_1h",
         "question_groups",
         "feedback",
         "feedback_writes",

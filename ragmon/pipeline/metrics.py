@@ -132,6 +132,13 @@ def pipeline_families(pipeline: Pipeline) -> Iterator[Metric]:
         traces.add_metric(["grouped"], questions.counts["traces_grouped"])
         traces.add_metric(["without_question"], questions.counts["traces_without_question"])
         yield traces
+        ranges = CounterMetricFamily(
+            "ragmon_question_ranges",
+            "Sampled ranges the question stage gave up ungrouped (skipped: it fell too far behind).",
+            labels=["outcome"],
+        )
+        ranges.add_metric(["skipped"], questions.counts["ranges_skipped"])
+        yield ranges
         groups = CounterMetricFamily(
             "ragmon_question_groups", "Question groups started or evicted (memory bound).", labels=["event"]
         )

@@ -21,8 +21,9 @@
    every kept trace that has a payload but neither a queue item nor a score (`judging.py`).
 7. **Roll up** (`rollups.Rollups`, driven by the sampling loop). Ranges whose traces are all decided enter the
    per-minute rollups that `ragmon report` and the drift rules read, exactly once (journal and token, as in 3).
-   Then (`questions.QuestionStage`, the same loop) each rolled-up range's questions are grouped into recurring
-   questions (`ragmon.questions`): `trace_questions` and `question_groups`, exactly once likewise.
+   Then (`questions.QuestionStage`, on its own thread: `question_thread.py`) each rolled-up range's questions are
+   grouped into recurring questions (`ragmon.questions`): `trace_questions` and `question_groups`, exactly once
+   likewise; sampling never waits for it.
 8. **Judge** (`judging.JudgeService` → `judges/worker.py`). A worker leases queued traces, reads their payloads,
    scores them with the configured judge and writes `scores`; a lease that expires (a worker killed) is judged
    again, and fencing tokens keep it to one score.
@@ -183,4 +184,12 @@ def _question_stage(
         config.grouper, lexical_threshold=config.lexical_threshold, minilm_threshold=config.minilm_threshold
     )
     grouper = QuestionGrouper(encoder, max_groups=config.max_groups_per_feature, cache_size=config.cache_size)
-    return QuestionStage(store, grouper, state_dir, seq, log_id)
+    return QuestionStage(
+        store,
+        grouper,
+        state_dir,
+        seq,
+        log_id,
+        ranges_per_run=config.ranges_per_run,
+        max_behind_ranges=config.max_behind_ranges,
+    )

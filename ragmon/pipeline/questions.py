@@ -1,10 +1,11 @@
 """Groups each decided range's questions into recurring questions (`ragmon.questions`), after its roll-up.
 
-Driven by the sampling loop like the roll-up (`rollups.py`), over the ranges the roll-up has done: their traces are
-decided, so whole. A range's traces are those whose root span was stored in it (`Store.trace_questions`); their
-earlier spans are read from the oldest range the sampler still held a trace in when it took this one
-(`seen`). Each trace's question joins a group; its `trace_questions` row and the changed groups' `question_groups`
-rows are written. Traces without a captured question get no row (counted: `traces_without_question`).
+Run on its own thread (`question_thread.py`), which follows the ranges the roll-up has done (`rollups.py`): their
+traces are decided, so whole; sampling never waits for it. A range's traces are those whose root span was stored
+in it (`Store.trace_questions`); their earlier spans are read from the oldest range the sampler still held a trace
+in when it took this one (`seen`). Each trace's question joins a group; its `trace_questions` row and the changed
+groups' `question_groups` rows are written. Traces without a captured question get no row (counted:
+`traces_without_question`).
 
 Exactly once, as the roll-up: the range's end is journaled (`questions.pending`) before its inserts, and the
 `trace_questions` insert's deduplication token names the range. A failed insert is retried with the same rows and
@@ -18,6 +19,7 @@ for eviction, the view counts `trace_questions`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -45,6 +47,8 @@ class QuestionStage:
         log_id: str,
         *,
         interval_s: float = 2.0,
+        ranges_per_run: int = 50,
+        max_behind_ranges: int = 2000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -56,7 +60,13 @@ class QuestionStage:
         self.cursor = Cursor(Path(state_dir) / "questions.cursor")
         self.journal = Cursor(Path(state_dir) / "questions.pending")
         self.grouped_to: int | None = None
-        self._contexts: deque[tuple[int, int]] = deque()  # (last seq of a sampled range, its context's first)
+        # (last seq of a sampled range, its context's first): appended by the sampling thread, read by the stage's
+        self._contexts: deque[tuple[int, int]] = deque()
+        self._contexts_lock = threading.Lock()
+        # the stage's own thread (`question_thread.py`) reads at most this many sampled ranges per run, and gives up
+        # the oldest past `max_behind_ranges` rolled up and not grouped
+        self.ranges_per_run = max(1, ranges_per_run)
+        self.max_behind_ranges = max(1, max_behind_ranges)
         self._floor = 0  # the context of ranges seen before this process (recovery)
         self.recovery = Recovery("question grouping", log, clock=clock)
         self._grouped_at_s = -float("inf")
@@ -81,7 +91,40 @@ class QuestionStage:
 
     def seen(self, seq_to: int, context_from: int) -> None:
         """The sampler took a range ending at `seq_to` while its oldest held trace began at `context_from`."""
-        self._contexts.append((seq_to, context_from))
+        with self._contexts_lock:
+            self._contexts.append((seq_to, context_from))
+
+    def pending_ends(self, ready_to: int) -> list[int]:
+        """The ends of the sampled ranges rolled up (≤ `ready_to`) and not grouped yet, oldest first."""
+        done = -1 if self.grouped_to is None else self.grouped_to
+        with self._contexts_lock:
+            return [end for end, _ in self._contexts if done < end <= ready_to]
+
+    def skip(self, seq_to: int) -> int:
+        """Give up the ranges up to `seq_to` ungrouped (their traces get no row): the stage's bound when it has
+        fallen too far behind (`question_thread.py`). Never over a failed write, which is retried first. Returns the
+        sampled ranges given up (counted: `ranges_skipped`)."""
+        if self._failed is not None or (self.grouped_to is not None and seq_to <= self.grouped_to):
+            return 0
+        with self._contexts_lock:
+            skipped = 0
+            while self._contexts and self._contexts[0][0] <= seq_to:
+                self._contexts.popleft()
+                skipped += 1
+        self.cursor.save(self.seq.position(seq_to))
+        self.grouped_to = seq_to
+        self.counts["ranges_skipped"] += skipped
+        log.warning("question grouping fell behind: %d ranges up to ingest sequence %d left ungrouped", skipped, seq_to)
+        return skipped
+
+    @property
+    def failed_pending(self) -> bool:
+        """A failed write waits to be retried with its rows and token."""
+        return self._failed is not None
+
+    def next_due_s(self) -> float:
+        """When (on the stage's clock) `due` turns true: after the interval since the last run, and the backoff."""
+        return max(self._grouped_at_s + self.interval_s, self._retry_at_s)
 
     def due(self, *, final: bool = False) -> bool:
         now = self._clock()
@@ -109,12 +152,14 @@ class QuestionStage:
         self._failed = None
         self.recovery.succeeded()
         self._grouped_at_s = self._clock()
-        while self._contexts and self._contexts[0][0] <= seq_to:
-            self._contexts.popleft()
+        with self._contexts_lock:
+            while self._contexts and self._contexts[0][0] <= seq_to:
+                self._contexts.popleft()
         return True
 
     def _context_from(self, seq_from: int, seq_to: int) -> int:
-        held = [ctx for end, ctx in self._contexts if end >= seq_from and end <= seq_to] or [self._floor]
+        with self._contexts_lock:
+            held = [ctx for end, ctx in self._contexts if end >= seq_from and end <= seq_to] or [self._floor]
         return min(min(held), seq_from)
 
     def _run(self, seq_from: int, seq_to: int, stored_to: int | None) -> None:

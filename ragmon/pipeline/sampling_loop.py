@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ragmon.health import Component, HealthRegistry
 from ragmon.pipeline.intake import IngestSeq
+from ragmon.pipeline.question_thread import QuestionThread
 from ragmon.pipeline.rollups import Rollups
 from ragmon.pipeline.wal import Cursor, Position
 from ragmon.retry import Recovery
@@ -122,11 +123,15 @@ class SamplingLoop:
         self.tick_interval_s = tick_interval_s
         self.sampler_cursor = Cursor(Path(state_dir) / "sampler.cursor")
         self.rollups = Rollups(store, Path(state_dir), self.seq, log_id)
-        # recurring questions: grouped after the roll-up, over the ranges it has done (questions.py)
+        # recurring questions: grouped after the roll-up, over the ranges it has done (questions.py), on a thread of
+        # their own (question_thread.py) that this loop only tells how far the roll-up has gone
         self.questions = questions
-        self._questions_health: Component | None = None
-        if health is not None and questions is not None:
-            self._questions_health = health.component("questions", stall_after_s=ROLLUPS_STALL_AFTER_S)
+        self._question_thread: QuestionThread | None = None
+        if questions is not None:
+            component: Component | None = None
+            if health is not None:
+                component = health.component("questions", stall_after_s=ROLLUPS_STALL_AFTER_S)
+            self._question_thread = QuestionThread(questions, health=component)
         self._health: tuple[Component, Component] | None = None
         if health is not None:
             self._health = (
@@ -157,6 +162,8 @@ class SamplingLoop:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ragmon-sampler", daemon=True)
         self._thread.start()
+        if self._question_thread is not None:
+            self._question_thread.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """After the writer stopped: sample what it stored, decide every held trace, roll up, stop."""
@@ -177,6 +184,8 @@ class SamplingLoop:
             self.roll_up(final=True)
         except Exception:  # the store went away: the next start rolls these ranges up
             log.exception("could not roll up the last stored requests before stopping")
+        if self._question_thread is not None and not self._question_thread.stop(timeout_s):
+            return  # stuck on the store: it still owns the stage; the next start groups what it has not
         try:
             self.group_questions(final=True)
         except Exception:  # the store went away: the next start groups these ranges
@@ -232,31 +241,16 @@ class SamplingLoop:
                             rollups.failing(self.rollups.recovery.last_error)
                         else:
                             rollups.ok()
-                self._group_questions_tick()
+                if self._question_thread is not None:  # never waits: the question thread follows on its own
+                    self._question_thread.offer(self.rollups.rolled_to, self.ranges.stored_to)
         finally:
-            for component in (sampling, rollups, self._questions_health):
+            for component in (sampling, rollups):
                 if component is not None:
                     component.stopped(expected=self._stop.is_set())
 
-    def _group_questions_tick(self) -> None:
-        questions, component = self.questions, self._questions_health
-        if questions is None:
-            return
-        try:
-            self.group_questions()
-        except Exception as exc:  # held off by the stage's own backoff; the range waits, the loop goes on
-            self.counts["question_errors"] += 1
-            if component is not None:
-                component.failing(exc)
-        else:
-            if component is not None:
-                if questions.recovery.failing:
-                    component.failing(questions.recovery.last_error)
-                else:
-                    component.ok()
-
     def group_questions(self, *, final: bool = False) -> None:
-        """Group the questions of the ranges rolled up and not grouped yet (`questions.py`)."""
+        """Group the questions of the ranges rolled up and not grouped yet (`questions.py`), here and now: for
+        whoever drives the loop by hand, and at stop once the question thread has stopped."""
         if self.questions is None:
             return
         began = time.perf_counter()

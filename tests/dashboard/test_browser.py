@@ -577,3 +577,46 @@ def test_feedback_figures_and_the_thumbs_down_judged_faithful_filter(agent: Agen
     assert page.locator("#feedback-questions tbody tr.feedback-row").count() == len(grouped)
     assert page.errors == []  # type: ignore[attr-defined]
     page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-feedback.png"), full_page=True)
+
+
+def test_the_question_view_shows_the_most_common_questions_and_opens_their_traces(
+    agent: AgentProcess, page: Any
+) -> None:
+    from tests.dashboard import question_probe
+
+    sent = _run("-m", "tests.dashboard.question_probe", agent.otlp_http, KEY, timeout_s=120)
+    assert sent.returncode == 0, sent.stderr[-3000:]
+    asked = {label: len(askings) for label, askings in question_probe.ASKED.items()}
+
+    def grouped() -> dict[str, int]:
+        rows = _read_json(agent, "question_groups", since_s="3600", feature=question_probe.FEATURE)
+        return {row["label"]: row["requests"] for row in rows if row["trace_ids"]}  # judged too
+
+    _wait_until(lambda: grouped() == asked, "both questions grouped, with judged traces")
+    _log_in(page, agent, KEY)
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.evaluate("document.body.dataset.loaded = ''")
+    page.select_option("#feature", question_probe.FEATURE)  # the demo's questions outnumber the probe's
+    page.wait_for_selector("body[data-loaded=overview]", timeout=60_000)
+    page.click("#questions-link")
+    page.wait_for_selector("body[data-loaded=questions]", timeout=30_000)
+    rows = page.locator("#question-table tr.question-row")
+    shown = {
+        rows.nth(i).locator(".question-text").text_content(): rows.nth(i).locator("td").nth(4).text_content()
+        for i in range(rows.count())
+    }
+    assert shown == {label: str(n) for label, n in asked.items()}
+    password = rows.filter(has_text="How do I reset my password?")
+    assert password.locator("td").nth(5).text_content() == "100 %"  # every probe request failed, none before
+    assert "also: " in password.locator(".question-examples").text_content()  # asked in other words too
+    link = password.locator("a.question-trace").first
+    trace_id = link.get_attribute("href").removeprefix("#/trace/")
+    link.click()
+    page.wait_for_selector("body[data-loaded=trace]", timeout=30_000)
+    assert page.url.endswith("#/trace/" + trace_id)
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.goto(page.url.split("#")[0] + "#/questions")
+    page.wait_for_selector("body[data-loaded=questions]", timeout=30_000)
+    page.screenshot(path=str(SCREENSHOT_DIR / "dashboard-questions.png"), full_page=True)
+    assert page.evaluate("window.__cspViolations") == []
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -197,3 +197,27 @@ def test_the_reports_section_names_each_question_and_how_it_moved(store: Store) 
     assert text.splitlines()[1].startswith(' 1. "How do I reset my password?"  [support, qpass]')
     assert "share 100% (+75 pts) of 4 requests, errors 25%" in text and "faithfulness 0.50" in text
     assert format_questions([]) == "Most common questions: none grouped in this window"
+
+
+def test_the_view_reads_whole_hours_from_the_rollup_and_its_edges_from_the_rows(store: Store) -> None:
+    # six hours of two groups, a trace every 7 minutes (every fifth failed), the window three hours ending off the
+    # hour: its whole hours come from trace_questions_1h, the minutes at both ends from trace_questions
+    end_s = NOW_S - NOW_S % 3600 + 1234
+    rows = [
+        _tq(f"t{i}", "qa" if i % 3 else "qb", f"asked {i % 4}", end_s - 6 * 3600 + 1 + i * 420, failed=int(i % 5 == 0))
+        for i in range(6 * 3600 // 420)
+    ]
+    store.insert_trace_questions(rows, "questions:test:1-2")
+    store.insert_trace_questions(rows, "questions:test:1-2")  # a retried insert: counted once, rollup included
+    groups = {g["group_id"]: g for g in store.question_groups(3 * 3600, now_s=end_s, tenant="acme")}
+    for gid in ("qa", "qb"):
+        for key, lo, hi in (("requests", end_s - 3 * 3600, end_s), ("previous", end_s - 6 * 3600, end_s - 3 * 3600)):
+            mine = [r for r in rows if r["group_id"] == gid and lo <= r["start_time"].timestamp() < hi]
+            got = groups[gid] if key == "requests" else groups[gid]["previous"]
+            assert got["requests"] == len(mine), (gid, key)
+            assert got["error_rate"] == pytest.approx(sum(r["failed"] for r in mine) / len(mine)), (gid, key)
+    examples = groups["qa"]["examples"]
+    assert len(set(examples)) == 3 and set(examples) <= {r["question"] for r in rows if r["group_id"] == "qa"}
+    db = store.topology.database
+    (rolled,) = store.query(f"SELECT sum(requests) AS n FROM {db}.trace_questions_1h")
+    assert rolled["n"] == len(rows)

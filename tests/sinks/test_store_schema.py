@@ -37,8 +37,11 @@ def test_migrations_are_recorded_once_and_rerun_safely(store: Store) -> None:
         "SELECT name FROM system.tables WHERE database = {db:String} AND engine = 'MaterializedView'", {"db": db}
     )
     # the minute rollup is the agent's (rollup_sql.py); labels_mv copies each label write into `labels` (v8),
-    # feedback_mv each feedback write into `feedback` (v11); documents_1h_mv adds document minutes up per hour (v12)
-    assert [r["name"] for r in views] == ["documents_1h_mv", "feedback_mv", "labels_mv", "spans_1h_mv"]
+    # feedback_mv each feedback write into `feedback` (v11); documents_1h_mv adds document minutes up per hour (v12);
+    # trace_questions_1h_mv counts each grouped trace in its group's hour (v13)
+    assert sorted(r["name"] for r in views) == [
+        "documents_1h_mv", "feedback_mv", "labels_mv", "spans_1h_mv", "trace_questions_1h_mv"
+    ]  # fmt: skip
     store.migrate()
     ledger = store.query(f"SELECT version, description FROM {db}.schema_migrations FINAL ORDER BY version")
     assert [r["version"] for r in ledger] == [m.version for m in migrations(Topology(db), Retention())]

@@ -165,7 +165,7 @@
   }
 
   function showSection(name) {
-    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "compare", "feedback", "documents"]) $(id).hidden = id !== name;
+    for (const id of ["login", "overview", "trace", "review", "review-trace", "conversation", "releases", "compare", "feedback", "documents", "questions"]) $(id).hidden = id !== name;
     $("controls").classList.toggle("disabled", name === "login");
   }
 

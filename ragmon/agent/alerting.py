@@ -168,7 +168,7 @@ class AlertingService:
             self._failed(exc)
             return []
         if self.canary.errors > canary_errors:
-            self._failed(RunDegraded("reading releases for the canary analysis"))
+            self._failed(RunDegraded(f"reading releases for the canary analysis: {self.canary.last_error}"))
         elif sum(self.evaluator.stats.source_errors.values()) > source_errors:
             self._failed(RunDegraded(f"reading signals: {self.evaluator.stats.last_error}"))
         elif self.store_sink.errors > store_errors:

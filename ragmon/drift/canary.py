@@ -93,6 +93,7 @@ class CanaryAnalysis:
         self.clock = clock
         self.looks = 0
         self.errors = 0
+        self.last_error = ""
         self._candidates: dict[tuple[str, str, str], _Candidate] = {}
 
     def evaluate(self) -> list[AlertRecord]:
@@ -119,6 +120,7 @@ class CanaryAnalysis:
 
     def _failed(self, exc: Exception) -> None:
         self.errors += 1
+        self.last_error = repr(exc)  # what the agent's health says while the store refuses
         if self.errors == 1 or self.errors % 100 == 0:
             log.warning("canary analysis could not read the store: %r", exc)
 

@@ -113,11 +113,13 @@ def test_cluster_views_read_and_write_local_tables() -> None:
         "feedback_mv": ("feedback_local", ["feedback_writes_local"]),
         # v12: document minutes land by document on a shard, which adds them up per hour
         "documents_1h_mv": ("documents_1h_local", ["documents_1m_local"]),
+        # v13: a trace's question row lands by trace id; each shard adds its own up per hour and group
+        "trace_questions_1h_mv": ("trace_questions_1h_local", ["trace_questions_local"]),
     }
     # v5 hands the minute rollup to the agent (sinks/rollup_sql.py): v1's minute view goes on every node
     assert f"DROP VIEW IF EXISTS `ragmon`.`spans_1m_mv` ON CLUSTER `{CLUSTER}`" in sql
     # The hourly backfill is one statement over the whole cluster: Distributed in, Distributed out.
-    (backfill,) = [s for s in sql if s.startswith("INSERT INTO")]
+    (backfill,) = [s for s in sql if s.startswith("INSERT INTO `ragmon`.`spans_1h`")]
     assert backfill.startswith("INSERT INTO `ragmon`.`spans_1h`\n")
     assert "FROM `ragmon`.`spans_1m` AS m" in backfill
 

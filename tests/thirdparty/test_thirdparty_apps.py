@@ -488,7 +488,9 @@ def test_faithfulness_is_judged_and_the_invented_answer_scores_lower(run: Run) -
 def test_quality_shows_in_the_report_the_dashboard_and_the_drill_down(run: Run) -> None:
     """What a user of such an app sees: judged faithfulness in `ragmon report`, in the dashboard's quality series,
     and the judge's verdicts on a trace's page."""
-    lines = [line.split() for line in run.report_text.splitlines() if " faithfulness " in f" {line} "]
+    # the judged-quality section only: later sections (releases, questions) name faithfulness too, as columns
+    section = run.report_text.split("judged quality (kept traces", 1)[-1].split("\n\n", 1)[0]
+    lines = [line.split() for line in section.splitlines() if " faithfulness " in f" {line} "]
     assert lines, run.report_text
     ok = sum(int(cells[cells.index("faithfulness") + 2].split("/")[0]) for cells in lines)
     assert ok >= len(ANSWERED), run.report_text

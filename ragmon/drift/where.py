@@ -23,14 +23,15 @@ saying where must never cost an alert.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ragmon.drift.record import AlertRecord
 from ragmon.drift.rules import RuleConfig
-from ragmon.sinks.schema import Ddl, Topology
+from ragmon.sinks.for_alerting import AlertingStore
+from ragmon.sinks.schema import Ddl
 from ragmon.sinks.where_sql import example_groups_sql, releases_sql
 
 MIN_RELEASE_SHARE = 0.10
@@ -38,28 +39,6 @@ MIN_DROPPED_SHARE = 0.30  # a document the previous release retrieved for at lea
 _DOCUMENTS = 3  # documents named per alert
 _ALREADY_THERE_S = 86_400.0
 _QUESTION_CHARS = 160  # of the example question, in labels and messages
-
-
-class WhereReader(Protocol):
-    """Trusted read-only SQL on the store (`ragmon.sinks.for_alerting.AlertingMethods.read`) and the documents
-    whose retrieval moved between two releases (`ragmon.sinks.for_documents.DocumentMethods.document_shift`)."""
-
-    topology: Topology
-
-    def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]: ...
-
-    def document_shift(
-        self,
-        feature: str | None,
-        release_a: str,
-        release_b: str,
-        since_s: float,
-        *,
-        group_id: str | None = None,
-        limit: int = 10,
-        tenant: str | None = None,
-        now_s: float | None = None,
-    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +93,7 @@ def _hhmm(ts: float | None) -> str:
 class Locator:
     """Adds where to firing records (`__call__`); records it cannot place come back unchanged."""
 
-    def __init__(self, store: WhereReader) -> None:
+    def __init__(self, store: AlertingStore) -> None:
         self.store = store
         self.ddl = Ddl(store.topology)
 
